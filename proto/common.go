@@ -66,7 +66,7 @@ type Driver struct {
 	Hosts      []string `json:"hosts"`
 	Type       string   `json:"type"`
 	Links      []Link   `json:"links"`
-	Properties []Link   `json:"properties"`
+	Properties []Link   `json:"properties,omitempty"`
 }
 
 // Microversion headers. Clients may send either request header; responses
