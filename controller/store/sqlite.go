@@ -1,0 +1,116 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"modernc.org/sqlite"
+)
+
+// SQLite result codes Kiln tells apart (primary codes are the low byte).
+const (
+	sqliteBusy             = 5
+	sqliteLocked           = 6
+	sqliteConstraintPK     = 1555
+	sqliteConstraintUnique = 2067
+	sqliteConstraintFK     = 787
+)
+
+var sqliteDialect = &dialect{
+	name:       "sqlite",
+	migrations: migrationsFor("sqlite"),
+	retryable: func(err error) bool {
+		var e *sqlite.Error
+		if !errors.As(err, &e) {
+			return false
+		}
+		c := e.Code() & 0xff
+		return c == sqliteBusy || c == sqliteLocked
+	},
+	uniqueViolation: func(err error) string {
+		var e *sqlite.Error
+		if !errors.As(err, &e) || (e.Code() != sqliteConstraintUnique && e.Code() != sqliteConstraintPK) {
+			return ""
+		}
+		// "... UNIQUE constraint failed: nodes.name (2067)"
+		_, col, ok := strings.Cut(e.Error(), "constraint failed: ")
+		if !ok {
+			return ""
+		}
+		if i := strings.IndexAny(col, " ,("); i >= 0 {
+			col = col[:i]
+		}
+		return strings.ReplaceAll(col, ".", "_") + "_key"
+	},
+	foreignKeyViolation: func(err error) bool {
+		var e *sqlite.Error
+		return errors.As(err, &e) && e.Code() == sqliteConstraintFK
+	},
+}
+
+// sqlitePath extracts the database file from "sqlite:///abs/path",
+// "sqlite://rel/path" or a bare path.
+func sqlitePath(dsn string) (string, error) {
+	path := dsn
+	if rest, ok := strings.CutPrefix(dsn, "sqlite://"); ok {
+		path = rest
+	} else if strings.Contains(dsn, "://") {
+		return "", fmt.Errorf("open store %q: unknown database scheme (want sqlite:// or postgres://)", dsn)
+	}
+	switch {
+	case path == "":
+		return "", fmt.Errorf("open store %q: no database file", dsn)
+	case strings.ContainsAny(path, "?#"):
+		return "", fmt.Errorf("open store %q: the SQLite file name may not contain ? or #", dsn)
+	case path == ":memory:" || strings.HasPrefix(path, "file:"):
+		return "", fmt.Errorf("open store %q: SQLite needs a plain file path", dsn)
+	}
+	return path, nil
+}
+
+// sqliteBusyTimeoutMS is how long a connection waits for another process's
+// write lock before SQLITE_BUSY; the store then retries the transaction.
+const sqliteBusyTimeoutMS = 10000
+
+// openSQLite opens the file through two pools: one writer connection whose
+// transactions begin IMMEDIATE (they take the write lock up front, so a
+// read-then-write transaction never fails to upgrade), and a few read-only
+// connections that WAL lets read concurrently with the writer.
+func openSQLite(ctx context.Context, path string, opts Options) (Store, error) {
+	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)", sqliteBusyTimeoutMS)
+	w, err := sql.Open("sqlite", path+"?"+common+
+		"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate")
+	if err != nil {
+		return nil, fmt.Errorf("open SQLite store %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	if err := w.PingContext(ctx); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open SQLite store %s: %w", path, err)
+	}
+	if err := migrate(ctx, w, sqliteDialect, opts.Now()); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open SQLite store %s: %w", path, err)
+	}
+	r, err := sql.Open("sqlite", path+"?"+common+"&_pragma=query_only(1)")
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open SQLite store %s: %w", path, err)
+	}
+	r.SetMaxOpenConns(4)
+	r.SetMaxIdleConns(4)
+	r.SetConnMaxLifetime(0)
+	r.SetConnMaxIdleTime(0)
+	if err := r.PingContext(ctx); err != nil {
+		w.Close()
+		r.Close()
+		return nil, fmt.Errorf("open SQLite store %s: %w", path, err)
+	}
+	return &sqlStore{d: sqliteDialect, rdb: r, wdb: w, deadAfter: opts.DeadAfter, clock: opts.Now}, nil
+}
