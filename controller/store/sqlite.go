@@ -36,10 +36,12 @@ var sqliteDialect = &dialect{
 			return ""
 		}
 		// "... UNIQUE constraint failed: nodes.name (2067)"
-		_, col, ok := strings.Cut(e.Error(), "constraint failed: ")
-		if !ok {
+		const marker = "constraint failed: "
+		i := strings.LastIndex(e.Error(), marker)
+		if i < 0 {
 			return ""
 		}
+		col := e.Error()[i+len(marker):]
 		if i := strings.IndexAny(col, " ,("); i >= 0 {
 			col = col[:i]
 		}
