@@ -48,16 +48,23 @@ type MediaTypes struct {
 
 // V1 is the document served at GET /v1/.
 type V1 struct {
-	ID         string     `json:"id"`
-	Links      []Link     `json:"links"`
-	MediaTypes MediaTypes `json:"media_types"`
-	Chassis    []Link     `json:"chassis"`
-	Nodes      []Link     `json:"nodes"`
-	Ports      []Link     `json:"ports"`
-	Drivers    []Link     `json:"drivers"`
-	Lookup     []Link     `json:"lookup,omitempty"`
-	Heartbeat  []Link     `json:"heartbeat,omitempty"`
-	Version    Version    `json:"version"`
+	ID              string     `json:"id"`
+	Links           []Link     `json:"links"`
+	MediaTypes      MediaTypes `json:"media_types"`
+	Chassis         []Link     `json:"chassis"`
+	Nodes           []Link     `json:"nodes"`
+	Ports           []Link     `json:"ports"`
+	Drivers         []Link     `json:"drivers"`
+	Lookup          []Link     `json:"lookup,omitempty"`
+	Heartbeat       []Link     `json:"heartbeat,omitempty"`
+	Portgroups      []Link     `json:"portgroups,omitempty"`
+	Volume          []Link     `json:"volume,omitempty"`
+	Conductors      []Link     `json:"conductors,omitempty"`
+	Allocations     []Link     `json:"allocations,omitempty"`
+	Events          []Link     `json:"events,omitempty"`
+	DeployTemplates []Link     `json:"deploy_templates,omitempty"`
+	Shards          []Link     `json:"shards,omitempty"`
+	Version         Version    `json:"version"`
 }
 
 // Driver is one entry of GET /v1/drivers.

@@ -1,0 +1,348 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"github.com/kilnhq/kiln/controller/driver"
+	"github.com/kilnhq/kiln/controller/state"
+	"github.com/kilnhq/kiln/controller/store"
+	"github.com/kilnhq/kiln/proto"
+)
+
+// nodeCreateFields are the keys POST /v1/nodes accepts.
+var nodeCreateFields = func() []string {
+	f := []string{
+		"driver", "uuid", "name", "driver_info", "properties", "extra", "instance_info",
+		"instance_uuid", "resource_class", "conductor_group", "chassis_uuid", "automated_clean",
+		"owner", "lessee", "description", "network_data", "retired", "retired_reason", "shard",
+		"parent_node", "disable_power_off", "protected", "protected_reason",
+	}
+	for _, i := range driver.Interfaces {
+		f = append(f, i+"_interface")
+	}
+	return f
+}()
+
+// nodePatchable are the root fields PATCH may change; everything else is
+// read-only (Ironic's list, in its order).
+var nodePatchable = func() []string {
+	f := []string{
+		"automated_clean", "chassis_uuid", "conductor_group", "description", "disable_power_off",
+		"driver", "driver_info", "extra", "instance_info", "instance_uuid", "lessee", "maintenance",
+		"name", "network_data", "owner", "parent_node", "properties", "protected", "protected_reason",
+		"resource_class", "retired", "retired_reason", "shard",
+	}
+	for _, i := range driver.Interfaces {
+		f = append(f, i+"_interface")
+	}
+	slices.Sort(f)
+	return f
+}()
+
+var nodeSortable = map[string]bool{
+	"uuid": true, "name": true, "created_at": true, "updated_at": true, "provision_state": true,
+	"driver": true, "maintenance": true, "instance_uuid": true, "provision_updated_at": true,
+	"conductor_group": true, "resource_class": true, "owner": true, "power_state": true,
+}
+
+// getNodeOr404 loads a node by UUID or name with Ironic's 404 text.
+func (s *Server) getNodeOr404(c echo.Context) (*proto.Node, error) {
+	ident := c.Param("node")
+	n, err := s.store.GetNode(c.Request().Context(), ident)
+	if err != nil {
+		return nil, s.storeError(err, "Node", ident)
+	}
+	return n, nil
+}
+
+// storeError maps store failures onto Ironic's status codes.
+func (s *Server) storeError(err error, kind, ident string) error {
+	var locked *store.LockedError
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return notFound("%s %s could not be found.", kind, ident)
+	case errors.As(err, &locked):
+		return conflict("Node %s is locked by host %s, please retry after the current operation is completed.", ident, locked.Holder)
+	case errors.Is(err, store.ErrDuplicateName):
+		return conflict("A node with name %s already exists.", ident)
+	case errors.Is(err, store.ErrDuplicateUUID):
+		return conflict("A %s with UUID %s already exists.", strings.ToLower(kind), ident)
+	case errors.Is(err, store.ErrDuplicateMAC):
+		return conflict("A port with MAC address %s already exists.", ident)
+	}
+	var apiErr *Error
+	if errors.As(err, &apiErr) {
+		return apiErr
+	}
+	return err
+}
+
+func (s *Server) listNodes(c echo.Context) error {
+	detail, err := parseBool(c, "detail")
+	if err != nil {
+		return err
+	}
+	if detail != nil && minor(c) < 43 {
+		return notAcceptable()
+	}
+	return s.listNodesCommon(c, detail != nil && *detail, "/v1/nodes")
+}
+
+func (s *Server) listNodesDetail(c echo.Context) error {
+	if c.QueryParam("detail") != "" {
+		return badRequest("Parameter 'detail' is not allowed on /v1/nodes/detail")
+	}
+	return s.listNodesCommon(c, true, "/v1/nodes/detail")
+}
+
+func (s *Server) listNodesCommon(c echo.Context, detail bool, path string) error {
+	p, err := parseListParams(c, nodeSortable)
+	if err != nil {
+		return err
+	}
+	fields, err := parseFields(c, nodeFieldNames, proto.NodeFieldMinVersion)
+	if err != nil {
+		return err
+	}
+	if fields != nil && detail {
+		return badRequest("Can not specify ?detail=True and fields in the same request.")
+	}
+	if fields == nil && !detail {
+		fields = proto.NodeDefaultListFields
+	}
+	q := store.NodeQuery{Limit: p.limit, Marker: p.marker, SortKey: p.sortKey, SortDir: p.sortDir}
+	for _, f := range []struct {
+		param string
+		minV  int
+		dst   *string
+	}{
+		{"provision_state", 9, &q.ProvisionState},
+		{"driver", 16, &q.Driver},
+		{"resource_class", 21, &q.ResourceClass},
+		{"conductor_group", 46, &q.ConductorGroup},
+		{"instance_uuid", 1, &q.InstanceUUID},
+		{"owner", 50, &q.Owner},
+		{"fault", 42, &q.Fault},
+	} {
+		v := c.QueryParam(f.param)
+		if v == "" {
+			continue
+		}
+		if minor(c) < f.minV {
+			return notAcceptable()
+		}
+		*f.dst = v
+	}
+	if q.ProvisionState != "" && !state.IsState(proto.ProvisionState(q.ProvisionState)) {
+		return badRequest("Invalid value for provision_state: %s", q.ProvisionState)
+	}
+	if q.Maintenance, err = parseBool(c, "maintenance"); err != nil {
+		return err
+	}
+	if q.Associated, err = parseBool(c, "associated"); err != nil {
+		return err
+	}
+	nodes, err := s.store.ListNodes(c.Request().Context(), q)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) && p.marker != "" {
+			return badRequest("Marker %s could not be found.", p.marker)
+		}
+		return err
+	}
+	out := make([]map[string]any, 0, len(nodes))
+	for _, n := range nodes {
+		doc, err := renderNode(c, n, fields)
+		if err != nil {
+			return err
+		}
+		out = append(out, doc)
+	}
+	body := map[string]any{"nodes": out}
+	if len(nodes) > 0 {
+		if next := nextLink(c, path, p, len(nodes), nodes[len(nodes)-1].UUID); next != "" {
+			body["next"] = next
+		}
+	}
+	return c.JSON(http.StatusOK, body)
+}
+
+func (s *Server) getNode(c echo.Context) error {
+	fields, err := parseFields(c, nodeFieldNames, proto.NodeFieldMinVersion)
+	if err != nil {
+		return err
+	}
+	n, err := s.getNodeOr404(c)
+	if err != nil {
+		return err
+	}
+	doc, err := renderNode(c, n, fields)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, doc)
+}
+
+func (s *Server) createNode(c echo.Context) error {
+	obj, err := readJSONObject(c, "node")
+	if err != nil {
+		return err
+	}
+	if err := checkFields(c, "node", obj, nodeCreateFields, proto.NodeFieldMinVersion); err != nil {
+		return err
+	}
+	var n proto.Node
+	if err := decodeInto(obj, &n, "node"); err != nil {
+		return err
+	}
+	if n.Driver == "" {
+		return badRequest("Schema error for node: 'driver' is a required property")
+	}
+	if n.UUID == "" {
+		n.UUID = uuid.NewString()
+	} else if u, err := uuid.Parse(n.UUID); err != nil {
+		return badRequest("Expected a UUID but received %s.", n.UUID)
+	} else {
+		n.UUID = u.String()
+	}
+	if n.ChassisUUID != nil {
+		return badRequest("Chassis %s could not be found.", *n.ChassisUUID)
+	}
+	if err := completeNode(&n); err != nil {
+		return err
+	}
+	n.ProvisionState = proto.StateEnroll
+	if minor(c) < 11 {
+		// Before 1.11 new nodes went straight to available.
+		n.ProvisionState = proto.StateAvailable
+	}
+	n.CreatedAt = proto.Now()
+	if s.conductor != "" {
+		cond := s.conductor
+		n.Conductor = &cond
+	}
+	ctx := c.Request().Context()
+	if err := s.store.CreateNode(ctx, &n); err != nil {
+		ident := n.UUID
+		if errors.Is(err, store.ErrDuplicateName) && n.Name != nil {
+			ident = *n.Name
+		}
+		return s.storeError(err, "Node", ident)
+	}
+	s.history(c, n.UUID, "INFO", "Node created with driver "+n.Driver)
+	doc, err := renderNode(c, &n, nil)
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set("Location", baseURL(c)+"/v1/nodes/"+n.UUID)
+	return c.JSON(http.StatusCreated, doc)
+}
+
+// completeNode checks the fields a client may set and fills in defaults: the
+// driver and its interfaces, the name, and empty objects where Ironic shows {}.
+func completeNode(n *proto.Node) error {
+	hw, ok := driver.Lookup(n.Driver)
+	if !ok {
+		return badRequest("No valid host was found. Reason: No conductor service registered which supports driver %s for conductor group \"%s\".", n.Driver, n.ConductorGroup)
+	}
+	if n.Name != nil {
+		if err := validateName(*n.Name); err != nil {
+			return err
+		}
+	}
+	for _, iface := range driver.Interfaces {
+		p := interfaceField(n, iface)
+		if *p == "" {
+			*p = hw.Default(iface)
+			continue
+		}
+		if err := hw.Check(iface, *p); err != nil {
+			return badRequest("%s", err.Error())
+		}
+	}
+	if n.InstanceUUID != nil {
+		u, err := uuid.Parse(*n.InstanceUUID)
+		if err != nil {
+			return badRequest("Expected a UUID for instance_uuid but received %s.", *n.InstanceUUID)
+		}
+		v := u.String()
+		n.InstanceUUID = &v
+	}
+	for _, d := range []*proto.Dict{&n.DriverInfo, &n.DriverInternalInfo, &n.InstanceInfo, &n.Properties,
+		&n.Extra, &n.CleanStep, &n.DeployStep, &n.ServiceStep, &n.RAIDConfig, &n.TargetRAIDConfig, &n.NetworkData} {
+		if *d == nil {
+			*d = proto.Dict{}
+		}
+	}
+	if n.Traits == nil {
+		n.Traits = []string{}
+	}
+	return nil
+}
+
+// interfaceField returns a pointer to the node's "<iface>_interface" field.
+func interfaceField(n *proto.Node, iface string) *string {
+	switch iface {
+	case "bios":
+		return &n.BIOSInterface
+	case "boot":
+		return &n.BootInterface
+	case "console":
+		return &n.ConsoleInterface
+	case "deploy":
+		return &n.DeployInterface
+	case "firmware":
+		return &n.FirmwareInterface
+	case "inspect":
+		return &n.InspectInterface
+	case "management":
+		return &n.ManagementInterface
+	case "network":
+		return &n.NetworkInterface
+	case "power":
+		return &n.PowerInterface
+	case "raid":
+		return &n.RAIDInterface
+	case "rescue":
+		return &n.RescueInterface
+	case "storage":
+		return &n.StorageInterface
+	case "vendor":
+		return &n.VendorInterface
+	}
+	panic("unknown interface " + iface)
+}
+
+func (s *Server) deleteNode(c echo.Context) error {
+	ctx := c.Request().Context()
+	n, err := s.getNodeOr404(c)
+	if err != nil {
+		return err
+	}
+	if n.Reservation != nil {
+		return conflict("Node %s is locked by host %s, please retry after the current operation is completed.", n.UUID, *n.Reservation)
+	}
+	if err := deleteAllowed(n); err != nil {
+		return err
+	}
+	if err := s.store.DeleteNode(ctx, n.UUID); err != nil {
+		return s.storeError(err, "Node", n.UUID)
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+// history records an event in the node's history; a failure is logged, never
+// fatal to the request that caused it.
+func (s *Server) history(c echo.Context, nodeUUID, severity, event string) {
+	err := s.store.AddHistory(c.Request().Context(), nodeUUID, proto.HistoryEvent{
+		Severity: severity, Event: event, EventType: "api", Conductor: s.conductor,
+	})
+	if err != nil {
+		s.log.Warn("record node history", "node", nodeUUID, "err", err)
+	}
+}

@@ -1,0 +1,268 @@
+package api
+
+import (
+	"errors"
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"github.com/kilnhq/kiln/controller/api/jsonpatch"
+	"github.com/kilnhq/kiln/controller/store"
+	"github.com/kilnhq/kiln/proto"
+)
+
+var portCreateFields = []string{"address", "node_uuid", "extra", "local_link_connection", "pxe_enabled", "physical_network", "is_smartnic", "name", "uuid"}
+
+var portPatchable = []string{"address", "extra", "is_smartnic", "local_link_connection", "name", "node_uuid", "physical_network", "pxe_enabled"}
+
+var portSortable = map[string]bool{"uuid": true, "address": true, "created_at": true, "updated_at": true, "name": true}
+
+// normalizeMAC checks a MAC address and returns its canonical lower-case form.
+func normalizeMAC(s string) (string, error) {
+	hw, err := net.ParseMAC(s)
+	if err != nil || len(hw) != 6 {
+		return "", badRequest("Expected a MAC address but received %s.", s)
+	}
+	return strings.ToLower(hw.String()), nil
+}
+
+func (s *Server) createPort(c echo.Context) error {
+	obj, err := readJSONObject(c, "port")
+	if err != nil {
+		return err
+	}
+	if err := checkFields(c, "port", obj, portCreateFields, proto.PortFieldMinVersion); err != nil {
+		return err
+	}
+	p := proto.Port{PXEEnabled: true}
+	if err := decodeInto(obj, &p, "port"); err != nil {
+		return err
+	}
+	if p.Address == "" {
+		return badRequest("Schema error for port: 'address' is a required property")
+	}
+	if p.NodeUUID == "" {
+		return badRequest("Schema error for port: 'node_uuid' is a required property")
+	}
+	if p.UUID == "" {
+		p.UUID = uuid.NewString()
+	} else if u, err := uuid.Parse(p.UUID); err != nil {
+		return badRequest("Expected a UUID but received %s.", p.UUID)
+	} else {
+		p.UUID = u.String()
+	}
+	if err := completePort(&p); err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	node, err := s.store.GetNode(ctx, p.NodeUUID)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return badRequest("Node %s could not be found.", p.NodeUUID)
+		}
+		return err
+	}
+	p.NodeUUID = node.UUID
+	p.CreatedAt = proto.Now()
+	if err := s.store.CreatePort(ctx, &p); err != nil {
+		ident := p.UUID
+		if errors.Is(err, store.ErrDuplicateMAC) {
+			ident = p.Address
+		}
+		return s.storeError(err, "Port", ident)
+	}
+	doc, err := renderPort(c, &p, nil)
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set("Location", baseURL(c)+"/v1/ports/"+p.UUID)
+	return c.JSON(http.StatusCreated, doc)
+}
+
+// completePort validates the client-settable port fields and fills defaults.
+func completePort(p *proto.Port) error {
+	mac, err := normalizeMAC(p.Address)
+	if err != nil {
+		return err
+	}
+	p.Address = mac
+	if p.Extra == nil {
+		p.Extra = proto.Dict{}
+	}
+	if p.InternalInfo == nil {
+		p.InternalInfo = proto.Dict{}
+	}
+	if p.LocalLinkConnection == nil {
+		p.LocalLinkConnection = proto.Dict{}
+	}
+	for k := range p.LocalLinkConnection {
+		switch k {
+		case "switch_id", "port_id", "switch_info", "hostname", "network_type":
+		default:
+			return badRequest("Invalid local_link_connection: unexpected key %q", k)
+		}
+	}
+	if p.Name != nil {
+		if err := validateName(*p.Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Server) getPort(c echo.Context) error {
+	fields, err := parseFields(c, portFieldNames, proto.PortFieldMinVersion)
+	if err != nil {
+		return err
+	}
+	id := c.Param("port")
+	p, err := s.store.GetPort(c.Request().Context(), id)
+	if err != nil {
+		return s.storeError(err, "Port", id)
+	}
+	doc, err := renderPort(c, p, fields)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, doc)
+}
+
+func (s *Server) listPorts(c echo.Context) error {
+	detail, err := parseBool(c, "detail")
+	if err != nil {
+		return err
+	}
+	return s.listPortsCommon(c, "", detail != nil && *detail, "/v1/ports")
+}
+
+func (s *Server) listPortsDetail(c echo.Context) error {
+	return s.listPortsCommon(c, "", true, "/v1/ports/detail")
+}
+
+func (s *Server) listNodePorts(c echo.Context) error {
+	n, err := s.getNodeOr404(c)
+	if err != nil {
+		return err
+	}
+	return s.listPortsCommon(c, n.UUID, false, "/v1/nodes/"+n.UUID+"/ports")
+}
+
+func (s *Server) listNodePortsDetail(c echo.Context) error {
+	n, err := s.getNodeOr404(c)
+	if err != nil {
+		return err
+	}
+	return s.listPortsCommon(c, n.UUID, true, "/v1/nodes/"+n.UUID+"/ports/detail")
+}
+
+func (s *Server) listPortsCommon(c echo.Context, nodeUUID string, detail bool, path string) error {
+	p, err := parseListParams(c, portSortable)
+	if err != nil {
+		return err
+	}
+	fields, err := parseFields(c, portFieldNames, proto.PortFieldMinVersion)
+	if err != nil {
+		return err
+	}
+	if fields == nil && !detail {
+		fields = proto.PortDefaultListFields
+	}
+	q := store.PortQuery{NodeUUID: nodeUUID, Limit: p.limit, Marker: p.marker, SortKey: p.sortKey, SortDir: p.sortDir}
+	ctx := c.Request().Context()
+	for _, param := range []string{"node_uuid", "node"} {
+		if v := c.QueryParam(param); v != "" {
+			n, err := s.store.GetNode(ctx, v)
+			if err != nil {
+				if errors.Is(err, store.ErrNotFound) {
+					return c.JSON(http.StatusOK, map[string]any{"ports": []any{}})
+				}
+				return err
+			}
+			q.NodeUUID = n.UUID
+		}
+	}
+	if v := c.QueryParam("address"); v != "" {
+		mac, err := normalizeMAC(v)
+		if err != nil {
+			return err
+		}
+		q.Address = mac
+	}
+	ports, err := s.store.ListPorts(ctx, q)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) && p.marker != "" {
+			return badRequest("Marker %s could not be found.", p.marker)
+		}
+		return err
+	}
+	out := make([]map[string]any, 0, len(ports))
+	for _, port := range ports {
+		doc, err := renderPort(c, port, fields)
+		if err != nil {
+			return err
+		}
+		out = append(out, doc)
+	}
+	body := map[string]any{"ports": out}
+	if len(ports) > 0 {
+		if next := nextLink(c, path, p, len(ports), ports[len(ports)-1].UUID); next != "" {
+			body["next"] = next
+		}
+	}
+	return c.JSON(http.StatusOK, body)
+}
+
+func (s *Server) patchPort(c echo.Context) error {
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	ops, err := jsonpatch.ParseOps(body)
+	if err != nil {
+		return badRequest("Invalid patch: %v", err)
+	}
+	if err := checkPatchPaths(c, ops, portPatchable, proto.PortFieldMinVersion); err != nil {
+		return err
+	}
+	id := c.Param("port")
+	ctx := c.Request().Context()
+	p, err := s.store.UpdatePort(ctx, id, func(p *proto.Port) error {
+		var updated proto.Port
+		blank := proto.Port{Address: p.Address, NodeUUID: p.NodeUUID, PXEEnabled: true}
+		if err := applyPatch(p, blank, ops, &updated, "port"); err != nil {
+			return err
+		}
+		if err := completePort(&updated); err != nil {
+			return err
+		}
+		if updated.NodeUUID != p.NodeUUID {
+			n, err := s.store.GetNode(ctx, updated.NodeUUID)
+			if err != nil {
+				return badRequest("Node %s could not be found.", updated.NodeUUID)
+			}
+			updated.NodeUUID = n.UUID
+		}
+		updated.UUID, updated.CreatedAt, updated.UpdatedAt, updated.InternalInfo = p.UUID, p.CreatedAt, p.UpdatedAt, p.InternalInfo
+		*p = updated
+		return nil
+	})
+	if err != nil {
+		return s.storeError(err, "Port", id)
+	}
+	doc, err := renderPort(c, p, nil)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, doc)
+}
+
+func (s *Server) deletePort(c echo.Context) error {
+	id := c.Param("port")
+	if err := s.store.DeletePort(c.Request().Context(), id); err != nil {
+		return s.storeError(err, "Port", id)
+	}
+	return c.NoContent(http.StatusNoContent)
+}

@@ -1,0 +1,477 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/kilnhq/kiln/controller/driver"
+	"github.com/kilnhq/kiln/controller/store"
+	"github.com/kilnhq/kiln/proto"
+)
+
+// Keys in driver_internal_info where the API records what a client asked for;
+// the conductor reads and clears them.
+const (
+	// RequestKey holds the pending provision request: verb, time, steps.
+	RequestKey = "kiln_request"
+	// BootDeviceKey holds the requested boot device.
+	BootDeviceKey = "kiln_boot_device"
+)
+
+func (s *Server) getStates(c echo.Context) error {
+	n, err := s.getNodeOr404(c)
+	if err != nil {
+		return err
+	}
+	st := proto.NodeStates{
+		ConsoleEnabled: n.ConsoleEnabled, LastError: n.LastError, PowerState: n.PowerState,
+		ProvisionState: n.ProvisionState, TargetPowerState: n.TargetPowerState,
+		TargetProvisionState: n.TargetProvisionState, ProvisionUpdatedAt: n.ProvisionUpdatedAt,
+		RAIDConfig: n.RAIDConfig, TargetRAIDConfig: n.TargetRAIDConfig, BootMode: n.BootMode, SecureBoot: n.SecureBoot,
+	}
+	doc, err := toDoc(st)
+	if err != nil {
+		return err
+	}
+	filterDoc(doc, proto.NodeFieldMinVersion, minor(c), nil)
+	return c.JSON(http.StatusOK, doc)
+}
+
+var provisionFields = []string{"target", "configdrive", "clean_steps", "deploy_steps", "service_steps", "rescue_password", "disable_ramdisk", "runbook"}
+
+func (s *Server) setProvisionState(c echo.Context) error {
+	obj, err := readJSONObject(c, "provision state")
+	if err != nil {
+		return err
+	}
+	if err := checkFields(c, "provision state", obj, provisionFields, nil); err != nil {
+		return err
+	}
+	var req proto.ProvisionRequest
+	if err := decodeInto(obj, &req, "provision state request"); err != nil {
+		return err
+	}
+	if err := checkProvisionBody(minor(c), &req); err != nil {
+		return err
+	}
+	ident := c.Param("node")
+	var from proto.ProvisionState
+	n, err := s.store.UpdateNode(c.Request().Context(), ident, func(n *proto.Node) error {
+		from = n.ProvisionState
+		t, err := provisionTransition(n, req.Target, minor(c))
+		if err != nil {
+			return err
+		}
+		if n.Reservation != nil {
+			return conflict("Node %s is locked by host %s, please retry after the current operation is completed.", n.UUID, *n.Reservation)
+		}
+		recordProvisionRequest(n, req, t)
+		return nil
+	})
+	if err != nil {
+		return s.storeError(err, "Node", ident)
+	}
+	s.log.Info("provision request", "node", n.UUID, "verb", req.Target, "from", from, "to", n.ProvisionState)
+	s.history(c, n.UUID, "INFO", "Provision request \""+string(req.Target)+"\" from state \""+string(from)+"\"")
+	c.Response().Header().Set("Location", baseURL(c)+"/v1/nodes/"+n.UUID+"/states")
+	return c.NoContent(http.StatusAccepted)
+}
+
+// checkProvisionBody validates the extra body of a provision request against
+// its verb and the microversion, before any node is touched.
+func checkProvisionBody(minor int, req *proto.ProvisionRequest) error {
+	if req.Target == "" {
+		return badRequest("Schema error for provision state: 'target' is a required property")
+	}
+	v := req.Target
+	if req.ConfigDrive != nil {
+		if v != proto.VerbActive && v != proto.VerbDeploy && v != proto.VerbRebuild {
+			return badRequest("Adding a config drive is only supported when setting provision state to active, deploy or rebuild")
+		}
+		if v == proto.VerbRebuild && minor < 35 {
+			return notAcceptable()
+		}
+		switch req.ConfigDrive.(type) {
+		case string:
+		case map[string]any:
+			if minor < 56 {
+				return notAcceptable()
+			}
+		default:
+			return badRequest("Invalid configdrive: expected a string or an object")
+		}
+	}
+	if req.CleanSteps != nil && v != proto.VerbClean {
+		return badRequest("\"clean_steps\" is only valid when setting target provision state to clean")
+	}
+	if v == proto.VerbClean {
+		if req.CleanSteps == nil && req.Runbook == "" {
+			return badRequest("\"clean_steps\" is required when setting target provision state to clean")
+		}
+		if err := checkSteps("clean_steps", req.CleanSteps, false); err != nil {
+			return err
+		}
+	}
+	if req.DeploySteps != nil {
+		if minor < 69 {
+			return notAcceptable()
+		}
+		if v != proto.VerbActive && v != proto.VerbDeploy && v != proto.VerbRebuild {
+			return badRequest("\"deploy_steps\" is only valid when setting target provision state to active, deploy or rebuild")
+		}
+		if err := checkSteps("deploy_steps", req.DeploySteps, true); err != nil {
+			return err
+		}
+	}
+	if v == proto.VerbService {
+		if req.ServiceSteps == nil {
+			return badRequest("\"service_steps\" is required when setting target provision state to service")
+		}
+		if err := checkSteps("service_steps", req.ServiceSteps, false); err != nil {
+			return err
+		}
+	} else if req.ServiceSteps != nil {
+		return badRequest("\"service_steps\" is only valid when setting target provision state to service")
+	}
+	if v == proto.VerbRescue && req.RescuePassword == "" {
+		return badRequest("A non-empty \"rescue_password\" is required when setting target provision state to rescue")
+	}
+	if req.DisableRamdisk != nil && minor < 70 {
+		return notAcceptable()
+	}
+	if req.Runbook != "" && minor < 92 {
+		return notAcceptable()
+	}
+	return nil
+}
+
+// checkSteps validates user steps: interface and step names, args an object,
+// and (for deploy steps) an integer priority.
+func checkSteps(what string, steps []proto.Dict, needPriority bool) error {
+	ifaces := []string{"bios", "deploy", "firmware", "management", "power", "raid", "vendor"}
+	for i, st := range steps {
+		iface, _ := st["interface"].(string)
+		if !slices.Contains(ifaces, iface) {
+			return badRequest("Invalid %s: step %d: \"interface\" must be one of %v", what, i, ifaces)
+		}
+		if name, _ := st["step"].(string); name == "" {
+			return badRequest("Invalid %s: step %d: \"step\" is required", what, i)
+		}
+		if a, ok := st["args"]; ok {
+			if _, isObj := a.(map[string]any); !isObj {
+				return badRequest("Invalid %s: step %d: \"args\" must be an object", what, i)
+			}
+		}
+		if p, ok := st["priority"]; ok || needPriority {
+			num, isNum := p.(json.Number)
+			if _, err := num.Int64(); !isNum || err != nil {
+				return badRequest("Invalid %s: step %d: \"priority\" must be an integer", what, i)
+			}
+		}
+		for k := range st {
+			if !slices.Contains([]string{"interface", "step", "args", "priority"}, k) {
+				return badRequest("Invalid %s: step %d: unexpected key %q", what, i, k)
+			}
+		}
+	}
+	return nil
+}
+
+// recordProvisionRequest moves the node into the transition's state and keeps
+// what the conductor needs to act on it.
+func recordProvisionRequest(n *proto.Node, req proto.ProvisionRequest, t transition) {
+	n.ProvisionState = t.to
+	n.TargetProvisionState = t.target
+	n.ProvisionUpdatedAt = proto.Now()
+	n.LastError = nil
+	request := proto.Dict{"verb": string(req.Target), "from": string(t.from), "requested_at": n.ProvisionUpdatedAt.Format(proto.TimeLayout)}
+	if req.CleanSteps != nil {
+		request["clean_steps"] = req.CleanSteps
+	}
+	if req.DeploySteps != nil {
+		request["deploy_steps"] = req.DeploySteps
+	}
+	if req.ServiceSteps != nil {
+		request["service_steps"] = req.ServiceSteps
+	}
+	if req.DisableRamdisk != nil {
+		request["disable_ramdisk"] = *req.DisableRamdisk
+	}
+	if req.RescuePassword != "" {
+		request["rescue_password"] = req.RescuePassword
+	}
+	if n.DriverInternalInfo == nil {
+		n.DriverInternalInfo = proto.Dict{}
+	}
+	n.DriverInternalInfo[RequestKey] = request
+	if req.ConfigDrive != nil {
+		if n.InstanceInfo == nil {
+			n.InstanceInfo = proto.Dict{}
+		}
+		n.InstanceInfo["configdrive"] = req.ConfigDrive
+	}
+}
+
+var powerTargets = map[proto.PowerState]int{
+	proto.PowerOn: 1, proto.PowerOff: 1, proto.PowerRebooting: 1,
+	proto.PowerSoftReboot: 27, proto.PowerSoftOff: 27,
+}
+
+func (s *Server) setPowerState(c echo.Context) error {
+	obj, err := readJSONObject(c, "power state")
+	if err != nil {
+		return err
+	}
+	if err := checkFields(c, "power state", obj, []string{"target", "timeout"}, map[string]int{"timeout": 27}); err != nil {
+		return err
+	}
+	var req proto.PowerRequest
+	if err := decodeInto(obj, &req, "power state request"); err != nil {
+		return err
+	}
+	minV, ok := powerTargets[req.Target]
+	if !ok {
+		return badRequest("Invalid power state target %q; expected one of: power on, power off, rebooting, soft rebooting, soft power off", req.Target)
+	}
+	if minV > minor(c) {
+		return notAcceptable()
+	}
+	if req.Timeout != nil && *req.Timeout < 1 {
+		return badRequest("Invalid timeout %d: it must be a positive number of seconds", *req.Timeout)
+	}
+	ident := c.Param("node")
+	n, err := s.store.UpdateNode(c.Request().Context(), ident, func(n *proto.Node) error {
+		if n.Reservation != nil {
+			return conflict("Node %s is locked by host %s, please retry after the current operation is completed.", n.UUID, *n.Reservation)
+		}
+		switch n.ProvisionState {
+		case proto.StateCleaning, proto.StateCleanWait:
+			return badRequest("Can not change power state of node %s while it is in state \"%s\".", n.UUID, n.ProvisionState)
+		}
+		t := req.Target
+		n.TargetPowerState = &t
+		if req.Timeout != nil {
+			n.DriverInternalInfo["kiln_power_timeout"] = *req.Timeout
+		}
+		return nil
+	})
+	if err != nil {
+		return s.storeError(err, "Node", ident)
+	}
+	s.history(c, n.UUID, "INFO", "Power request \""+string(req.Target)+"\"")
+	c.Response().Header().Set("Location", baseURL(c)+"/v1/nodes/"+n.UUID+"/states")
+	return c.NoContent(http.StatusAccepted)
+}
+
+func (s *Server) setBootDevice(c echo.Context) error {
+	obj, err := readJSONObject(c, "boot device")
+	if err != nil {
+		return err
+	}
+	if err := checkFields(c, "boot device", obj, []string{"boot_device", "persistent"}, nil); err != nil {
+		return err
+	}
+	var req proto.BootDeviceRequest
+	if err := decodeInto(obj, &req, "boot device request"); err != nil {
+		return err
+	}
+	ident := c.Param("node")
+	_, err = s.store.UpdateNode(c.Request().Context(), ident, func(n *proto.Node) error {
+		hw, _ := driver.Lookup(n.Driver)
+		if !slices.Contains(hw.BootDevices, req.BootDevice) {
+			return badRequest("Invalid boot device %q for node %s; supported: %v", req.BootDevice, n.UUID, hw.BootDevices)
+		}
+		if n.Reservation != nil {
+			return conflict("Node %s is locked by host %s, please retry after the current operation is completed.", n.UUID, *n.Reservation)
+		}
+		n.DriverInternalInfo[BootDeviceKey] = proto.Dict{"boot_device": req.BootDevice, "persistent": req.Persistent}
+		return nil
+	})
+	if err != nil {
+		return s.storeError(err, "Node", ident)
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+func (s *Server) getBootDevice(c echo.Context) error {
+	n, err := s.getNodeOr404(c)
+	if err != nil {
+		return err
+	}
+	out := proto.BootDevice{}
+	if d, ok := n.DriverInternalInfo[BootDeviceKey].(map[string]any); ok {
+		if dev, ok := d["boot_device"].(string); ok {
+			out.BootDevice = &dev
+		}
+		if p, ok := d["persistent"].(bool); ok {
+			out.Persistent = &p
+		}
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func (s *Server) getSupportedBootDevices(c echo.Context) error {
+	n, err := s.getNodeOr404(c)
+	if err != nil {
+		return err
+	}
+	hw, _ := driver.Lookup(n.Driver)
+	devs := hw.BootDevices
+	if devs == nil {
+		devs = []string{}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"supported_boot_devices": devs})
+}
+
+func (s *Server) setMaintenance(c echo.Context) error {
+	var req proto.MaintenanceRequest
+	if c.Request().ContentLength != 0 {
+		obj, err := readJSONObject(c, "maintenance")
+		if err != nil && c.Request().ContentLength > 0 {
+			return err
+		}
+		if obj != nil {
+			if err := checkFields(c, "maintenance", obj, []string{"reason"}, nil); err != nil {
+				return err
+			}
+			if err := decodeInto(obj, &req, "maintenance request"); err != nil {
+				return err
+			}
+		}
+	}
+	if r := c.QueryParam("reason"); r != "" && req.Reason == "" {
+		req.Reason = r
+	}
+	return s.changeMaintenance(c, true, req.Reason)
+}
+
+func (s *Server) unsetMaintenance(c echo.Context) error { return s.changeMaintenance(c, false, "") }
+
+func (s *Server) changeMaintenance(c echo.Context, on bool, reason string) error {
+	ident := c.Param("node")
+	n, err := s.store.UpdateNode(c.Request().Context(), ident, func(n *proto.Node) error {
+		n.Maintenance = on
+		n.MaintenanceReason = nil
+		if on && reason != "" {
+			n.MaintenanceReason = &reason
+		}
+		if !on {
+			n.Fault = nil
+		}
+		return nil
+	})
+	if err != nil {
+		return s.storeError(err, "Node", ident)
+	}
+	ev := "Maintenance mode unset"
+	if on {
+		ev = "Maintenance mode set: " + reason
+	}
+	s.history(c, n.UUID, "INFO", ev)
+	return c.NoContent(http.StatusAccepted)
+}
+
+// validated are the interfaces GET .../validate reports, as Ironic lists them.
+var validated = []string{"bios", "boot", "console", "deploy", "firmware", "inspect", "management", "network", "power", "raid", "rescue", "storage"}
+
+func (s *Server) validateNode(c echo.Context) error {
+	n, err := s.getNodeOr404(c)
+	if err != nil {
+		return err
+	}
+	out := map[string]proto.ValidateResult{}
+	for _, iface := range validated {
+		impl := *interfaceField(n, iface)
+		out[iface] = validateInterface(n, iface, impl)
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// validateInterface checks one interface's configuration. Hardware types
+// beyond fake-hardware add their own checks in the driver layer.
+func validateInterface(n *proto.Node, iface, impl string) proto.ValidateResult {
+	ok := true
+	if impl == "no-"+iface || impl == "" {
+		reason := "not supported"
+		return proto.ValidateResult{Result: nil, Reason: &reason}
+	}
+	if hw, found := driver.Lookup(n.Driver); !found || hw.Check(iface, impl) != nil {
+		no := false
+		reason := "interface " + impl + " is not enabled for hardware type " + n.Driver
+		return proto.ValidateResult{Result: &no, Reason: &reason}
+	}
+	return proto.ValidateResult{Result: &ok}
+}
+
+func (s *Server) listHistory(c echo.Context) error {
+	if minor(c) < 78 {
+		return &Error{Code: http.StatusNotFound, bare: true}
+	}
+	n, err := s.getNodeOr404(c)
+	if err != nil {
+		return err
+	}
+	detail, err := parseBool(c, "detail")
+	if err != nil {
+		return err
+	}
+	events, err := s.store.ListHistory(c.Request().Context(), n.UUID)
+	if err != nil {
+		return err
+	}
+	out := make([]proto.HistoryEvent, 0, len(events))
+	for _, ev := range events {
+		ev.Links = links(c, "nodes/"+n.UUID+"/history/"+ev.UUID)
+		if detail == nil || !*detail {
+			ev.EventType, ev.Conductor, ev.User = "", "", ""
+		}
+		out = append(out, ev)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"history": out})
+}
+
+func (s *Server) getHistoryEvent(c echo.Context) error {
+	if minor(c) < 78 {
+		return &Error{Code: http.StatusNotFound, bare: true}
+	}
+	n, err := s.getNodeOr404(c)
+	if err != nil {
+		return err
+	}
+	events, err := s.store.ListHistory(c.Request().Context(), n.UUID)
+	if err != nil {
+		return err
+	}
+	for _, ev := range events {
+		if ev.UUID == c.Param("event") {
+			ev.Links = links(c, "nodes/"+n.UUID+"/history/"+ev.UUID)
+			return c.JSON(http.StatusOK, ev)
+		}
+	}
+	return notFound("Node history record %s could not be found.", c.Param("event"))
+}
+
+func (s *Server) getInventory(c echo.Context) error {
+	if minor(c) < 81 {
+		return &Error{Code: http.StatusNotFound, bare: true}
+	}
+	n, err := s.getNodeOr404(c)
+	if err != nil {
+		return err
+	}
+	inv, plugin, err := s.store.GetInventory(c.Request().Context(), n.UUID)
+	if errors.Is(err, store.ErrNotFound) {
+		return notFound("Inventory for node %s could not be found.", n.UUID)
+	}
+	if err != nil {
+		return err
+	}
+	if len(plugin) == 0 {
+		plugin = json.RawMessage("{}")
+	}
+	return c.JSON(http.StatusOK, map[string]json.RawMessage{"inventory": inv, "plugin_data": plugin})
+}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kilnhq/kiln/controller/api"
+	"github.com/kilnhq/kiln/controller/store"
+)
+
+type serveOptions struct {
+	listen    string
+	db        string
+	conductor string
+	group     string
+	logLevel  string
+	logJSON   bool
+}
+
+func newServeCmd() *cobra.Command {
+	o := serveOptions{}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the controller: the /v1 API on an embedded SQLite store (or PostgreSQL)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return serve(ctx, o)
+		},
+	}
+	host, _ := os.Hostname()
+	f := cmd.Flags()
+	f.StringVar(&o.listen, "listen", "127.0.0.1:6385", "address the API listens on")
+	f.StringVar(&o.db, "db", "./kiln.db", "database: a SQLite file path, sqlite://PATH, or postgres://… for several controllers")
+	f.StringVar(&o.conductor, "conductor", host, "this controller's conductor name (unique among controllers sharing a database)")
+	f.StringVar(&o.group, "conductor-group", "", "conductor group this controller serves")
+	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.BoolVar(&o.logJSON, "log-json", false, "log as JSON lines instead of text")
+	return cmd
+}
+
+func newLogger(level string, asJSON bool) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("invalid --log-level %q: %w", level, err)
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	if asJSON {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+}
+
+// serve runs the controller until ctx ends, then shuts down gracefully:
+// in-flight requests finish, the conductor row is removed, the database closed.
+func serve(ctx context.Context, o serveOptions) error {
+	log, err := newLogger(o.logLevel, o.logJSON)
+	if err != nil {
+		return err
+	}
+	slog.SetDefault(log)
+	if o.conductor == "" {
+		return errors.New("--conductor must not be empty")
+	}
+	st, err := store.Open(ctx, o.db, store.Options{})
+	if err != nil {
+		return fmt.Errorf("open database %s: %w", o.db, err)
+	}
+	defer st.Close()
+
+	if err := st.RegisterConductor(ctx, store.Conductor{Hostname: o.conductor, Group: o.group}); err != nil {
+		return fmt.Errorf("register conductor %s: %w", o.conductor, err)
+	}
+	go heartbeatConductor(ctx, st, o.conductor, log)
+
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", o.listen, err)
+	}
+	srv := &http.Server{
+		Handler:           api.New(api.Config{Store: st, Conductor: o.conductor, Logger: log}),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+	}
+	log.Info("kiln controller listening", "addr", ln.Addr().String(), "db", o.db, "conductor", o.conductor)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve API: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		log.Warn("graceful shutdown incomplete", "err", err)
+	}
+	if err := st.UnregisterConductor(shutdownCtx, o.conductor); err != nil {
+		log.Warn("unregister conductor", "err", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// heartbeatConductor keeps this controller's conductor row alive so that other
+// controllers do not take its nodes.
+func heartbeatConductor(ctx context.Context, st store.Store, name string, log *slog.Logger) {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := st.HeartbeatConductor(ctx, name); err != nil && ctx.Err() == nil {
+				log.Warn("conductor heartbeat", "err", err)
+			}
+		}
+	}
+}

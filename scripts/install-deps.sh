@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Kiln's tests use: QEMU and qemu-img for images
+# and test machines, PostgreSQL for the multi-controller store, disk tools used
+# as oracles (wipefs, blkid, sgdisk), and ISO/firmware pieces for network boot.
+# Needs root (or sudo). Safe to run again.
+set -euo pipefail
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get -o DPkg::Lock::Timeout=300 update -qq
+$SUDO apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends \
+  make git ca-certificates curl \
+  qemu-utils qemu-system-x86 ipxe-qemu ovmf \
+  postgresql \
+  util-linux fdisk gdisk dosfstools e2fsprogs xfsprogs mdadm lvm2 \
+  zstd xz-utils cpio kmod xorriso genisoimage mtools \
+  iproute2 wrk >/dev/null
