@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -66,6 +67,10 @@ func (s *Server) handleError(err error, c echo.Context) {
 		if he.Code == http.StatusMethodNotAllowed {
 			e.Msg = "The method specified is not allowed for this resource."
 		}
+	case errors.Is(err, context.Canceled) && c.Request().Context().Err() != nil:
+		// The client went away; nobody is left to answer.
+		s.log.Debug("request abandoned by client", "path", c.Request().URL.Path)
+		return
 	default:
 		s.log.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
 		e = &Error{Code: http.StatusInternalServerError, Msg: "Internal error: " + err.Error()}
