@@ -41,6 +41,26 @@ type Op struct {
 	Value any `json:"value"`
 }
 
+// MarshalJSON encodes the op with exactly the members its operation uses, so
+// that a move or copy from "" keeps its "from" and a remove has no "value".
+func (o Op) MarshalJSON() ([]byte, error) {
+	m := map[string]any{"op": o.Op, "path": o.Path}
+	switch o.Op {
+	case OpMove, OpCopy:
+		m["from"] = o.From
+	case OpAdd, OpReplace, OpTest:
+		m["value"] = o.Value
+	default:
+		if o.From != "" {
+			m["from"] = o.From
+		}
+		if o.Value != nil {
+			m["value"] = o.Value
+		}
+	}
+	return json.Marshal(m)
+}
+
 // Operation names.
 const (
 	OpAdd     = "add"
