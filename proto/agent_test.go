@@ -192,7 +192,7 @@ func TestInspectionJSON(t *testing.T) {
 	if old.NodeUUID() != "u1" {
 		t.Fatal(old)
 	}
-	n := roundTrip[InspectionResponse](t, `{"node":{"uuid":"u2","properties":{},"instance_info":{},"driver_internal_info":{}},"config":{"heartbeat_timeout":30,"agent_token":"t","agent_token_required":true,"agent_md5_checksum_enable":false}}`)
+	n := roundTrip[InspectionResponse](t, `{"node":{"uuid":"u2","properties":{},"instance_info":{},"driver_internal_info":{}},"config":{"heartbeat_timeout":30,"agent_token":"t","agent_token_required":true,"agent_md5_checksum_enable":false,"disable_deep_image_inspection":false}}`)
 	if n.NodeUUID() != "u2" {
 		t.Fatal(n)
 	}
