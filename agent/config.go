@@ -316,3 +316,32 @@ func (c *Config) Validate() error {
 	}
 	return nil
 }
+
+// LoadConfig builds the configuration: defaults, then the kernel command line
+// read from cmdlinePath (unless "-" or missing), then args as flags. A
+// --cmdline=PATH flag in args replaces cmdlinePath.
+func LoadConfig(args []string, cmdlinePath string, readFile func(string) ([]byte, error), log *slog.Logger) (Config, error) {
+	for i, a := range args {
+		if v, ok := strings.CutPrefix(a, "--cmdline="); ok {
+			cmdlinePath = v
+		} else if (a == "--cmdline" || a == "-cmdline") && i+1 < len(args) {
+			cmdlinePath = args[i+1]
+		}
+	}
+	c := DefaultConfig()
+	if cmdlinePath != "" && cmdlinePath != "-" {
+		b, err := readFile(cmdlinePath)
+		if err != nil {
+			log.Warn("cannot read the kernel command line; using flags only", "path", cmdlinePath, "err", err)
+		} else {
+			ParseCmdline(&c, string(b), log)
+		}
+	}
+	fs := flag.NewFlagSet("kiln-agent", flag.ContinueOnError)
+	fs.String("cmdline", cmdlinePath, "file holding the kernel command line (- for none)")
+	c.RegisterFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return c, fmt.Errorf("parse flags: %w", err)
+	}
+	return c, nil
+}
