@@ -20,6 +20,7 @@ import (
 // only payload, so a fatal error is logged and retried after a pause, never an
 // exit (a dead PID 1 panics the kernel; a dead uinit leaves a dead box).
 // Outside a ramdisk it returns run's error. A panic in run counts as an error.
+// It returns when ctx ends; in a ramdisk the caller must then idle, not exit.
 func Supervise(ctx context.Context, log *slog.Logger, inRamdisk bool, pause time.Duration, run func(ctx context.Context) error) error {
 	for {
 		err := func() (err error) {
@@ -31,10 +32,6 @@ func Supervise(ctx context.Context, log *slog.Logger, inRamdisk bool, pause time
 			return run(ctx)
 		}()
 		if ctx.Err() != nil {
-			if inRamdisk {
-				log.Error("agent context ended inside the ramdisk; idling forever")
-				select {}
-			}
 			return ctx.Err()
 		}
 		if !inRamdisk {

@@ -48,6 +48,10 @@ func main() {
 		}
 		return a.Run(ctx)
 	})
+	if safety.InRamdisk {
+		log.Error("kiln-agent stopped inside the ramdisk; idling", "err", err)
+		select {}
+	}
 	if err != nil && ctx.Err() == nil {
 		log.Error("kiln-agent stopped", "err", err)
 		os.Exit(1)
