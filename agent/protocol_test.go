@@ -192,7 +192,9 @@ func TestHeartbeatTiming(t *testing.T) {
 		t.Fatal("first heartbeat not immediate")
 	}
 	// 2. after heartbeat_timeout × U(0.3, 0.6) = 30–60 s.
-	n := len(clock.asked) // After calls so far (from Lookup: none)
+	clock.mu.Lock()
+	n := len(clock.asked) // After calls so far
+	clock.mu.Unlock()
 	d := clock.waitAsked(t, n+1)
 	if d < 30*time.Second || d >= 60*time.Second {
 		t.Fatalf("interval %s not in [30s, 60s)", d)
