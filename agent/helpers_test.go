@@ -130,6 +130,8 @@ type testController struct {
 	hbStatus    []int // status for heartbeat n (202 when out of range)
 	hbCh        chan heartbeatRec
 	maxVersion  string
+	inspections []proto.InspectionRequest
+	inspectVer  []string
 }
 
 type lookupAnswer struct {
@@ -183,6 +185,19 @@ func newTestController(t *testing.T, clock Clock) *testController {
 		c.hbCh <- rec
 		w.WriteHeader(st)
 	})
+	mux.HandleFunc("POST /v1/continue_inspection", func(w http.ResponseWriter, r *http.Request) {
+		var body proto.InspectionRequest
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			w.WriteHeader(400)
+			return
+		}
+		c.mu.Lock()
+		c.inspections = append(c.inspections, body)
+		c.inspectVer = append(c.inspectVer, r.Header.Get(microversionHeader))
+		c.mu.Unlock()
+		w.WriteHeader(202)
+		io.WriteString(w, `{"uuid":"`+testNode+`"}`)
+	})
 	c.srv = httptest.NewServer(mux)
 	t.Cleanup(c.srv.Close)
 	return c
@@ -227,8 +242,12 @@ type syncBuffer struct {
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // newTestAgent builds an agent aimed at ctl (may be nil) with a fixed seed.
 func newTestAgent(t *testing.T, ctl *testController, clock Clock, mod func(*Config, *Deps)) *Agent {

@@ -320,3 +320,36 @@ func TestRunPlainHTTPOnOldController(t *testing.T) {
 		t.Fatalf("lookup µv %s", ctl.lookupVer[0])
 	}
 }
+
+// TestRunInspectionThenLookup: with an inspection callback the agent posts the
+// inventory first (no microversion header), then looks up with the node UUID
+// the controller returned.
+func TestRunInspectionThenLookup(t *testing.T) {
+	ctl := newTestController(t, RealClock)
+	ctl.lookups = []lookupAnswer{okLookup(testToken, 300)}
+	a := newTestAgent(t, ctl, RealClock, func(c *Config, d *Deps) {
+		c.InspectionCallbackURL = ctl.srv.URL + "/v1/continue_inspection"
+		c.InspectionCollectors = []string{"default", "logs"}
+		d.Inventory = func(context.Context) (any, error) {
+			return map[string]any{"cpu": map[string]any{"count": 2}, "bmc_address": "0.0.0.0"}, nil
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go a.Run(ctx)
+	ctl.nextHeartbeat(t)
+	ctl.mu.Lock()
+	defer ctl.mu.Unlock()
+	if len(ctl.inspections) != 1 || ctl.inspectVer[0] != "" {
+		t.Fatalf("inspections %+v (µv %q)", ctl.inspections, ctl.inspectVer)
+	}
+	in := ctl.inspections[0]
+	if string(in.Inventory) != `{"bmc_address":"0.0.0.0","cpu":{"count":2}}` || in.Error != nil || in.BootInterface != "52:54:00:12:34:56" ||
+		len(in.Configuration.Collectors) != 2 || len(in.Configuration.Managers) == 0 {
+		t.Fatalf("inspection body %+v", in)
+	}
+	q, _ := url.ParseQuery(ctl.lookupQuery[0])
+	if q.Get("node_uuid") != testNode {
+		t.Fatalf("lookup after inspection lacks node_uuid: %v", q)
+	}
+}
