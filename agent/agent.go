@@ -131,8 +131,8 @@ type Agent struct {
 	server      *http.Server
 
 	cmdMu sync.Mutex
-	cmds  []*command
-	byID  map[string]*command
+	cmds  []*Command
+	byID  map[string]*Command
 
 	hbNow    chan struct{}
 	lockdown chan struct{}
@@ -164,7 +164,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Agent, error) {
 		started:   deps.Clock.Now(),
 		token:     cfg.AgentToken,
 		hbTimeout: 300 * time.Second,
-		byID:      map[string]*command{},
+		byID:      map[string]*Command{},
 		hbNow:     make(chan struct{}, 1),
 		lockdown:  make(chan struct{}),
 		baseCtx:   ctx,

@@ -123,12 +123,12 @@ func (a *Agent) apiGetCommand(c echo.Context) error {
 	}
 	if wantWait(c) {
 		select {
-		case <-cmd.done:
+		case <-cmd.Done():
 		case <-c.Request().Context().Done():
 			return c.Request().Context().Err()
 		}
 	}
-	return c.JSON(http.StatusOK, cmd.snapshot())
+	return c.JSON(http.StatusOK, cmd.Result())
 }
 
 func (a *Agent) apiRunCommand(c echo.Context) error {
@@ -149,10 +149,10 @@ func (a *Agent) apiRunCommand(c echo.Context) error {
 	}
 	if wantWait(c) {
 		select {
-		case <-cmd.done:
+		case <-cmd.Done():
 		case <-c.Request().Context().Done():
 			return c.Request().Context().Err()
 		}
 	}
-	return c.JSON(http.StatusOK, cmd.snapshot())
+	return c.JSON(http.StatusOK, cmd.Result())
 }

@@ -515,3 +515,23 @@ func TestAPIExamplePlugin(t *testing.T) {
 	mustContain(t, string(r.CommandResult), `"clean_result":{"greeted":true}`)
 	mustContain(t, string(e.a.ring.Bytes()), "hello from node "+testNode)
 }
+
+func TestCommandHistoryBounded(t *testing.T) {
+	a := newTestAgent(t, nil, RealClock, nil)
+	var first string
+	for i := 0; i < maxCommands+5; i++ {
+		c, err := a.Execute(proto.CmdSync, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = c.Result().ID
+		}
+	}
+	if got := a.Commands(); len(got) != maxCommands || got[0].ID == first {
+		t.Fatalf("kept %d commands", len(got))
+	}
+	if a.command(first) != nil {
+		t.Fatal("oldest command still addressable")
+	}
+}

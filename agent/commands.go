@@ -52,15 +52,20 @@ type cmdSpec struct {
 	prepare func(params json.RawMessage) (runFunc, error)
 }
 
-// command is one command's life.
-type command struct {
+// Command is one command's life: its result changes until Done is closed.
+type Command struct {
 	mu       sync.Mutex
 	res      proto.CommandResult
 	progress *proto.CommandProgress
 	done     chan struct{}
 }
 
-func (c *command) snapshot() proto.CommandResult {
+// Done is closed when the command has finished.
+func (c *Command) Done() <-chan struct{} { return c.done }
+
+// Result is the command's current result; a RUNNING command that reports
+// progress carries {"progress": proto.CommandProgress} as command_result.
+func (c *Command) Result() proto.CommandResult {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	r := c.res
@@ -71,7 +76,7 @@ func (c *command) snapshot() proto.CommandResult {
 	return r
 }
 
-func (c *command) running() bool {
+func (c *Command) running() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.res.CommandStatus == proto.CommandRunning
@@ -89,7 +94,7 @@ func newID() string {
 // returns a *RESTError for requests that must not start: 400 bad name or
 // params, 404 unknown extension or command, 409 while another command runs.
 // Sync commands have finished when Execute returns; wait on Done for async ones.
-func (a *Agent) Execute(name string, params json.RawMessage) (*command, error) {
+func (a *Agent) Execute(name string, params json.RawMessage) (*Command, error) {
 	ext, cmd, ok := proto.SplitCommandName(name)
 	if !ok {
 		return nil, &RESTError{Status: http.StatusBadRequest, Type: "InvalidCommandError", Message: "Invalid command",
@@ -111,7 +116,7 @@ func (a *Agent) Execute(name string, params json.RawMessage) (*command, error) {
 
 	a.cmdMu.Lock()
 	if n := len(a.cmds); n > 0 && a.cmds[n-1].running() {
-		last := a.cmds[n-1].snapshot().CommandName
+		last := a.cmds[n-1].Result().CommandName
 		a.cmdMu.Unlock()
 		return nil, &RESTError{Status: http.StatusConflict, Type: "AgentIsBusy", Message: "Agent is busy",
 			Details: fmt.Sprintf("Command %s is still running", last)}
@@ -125,10 +130,11 @@ func (a *Agent) Execute(name string, params json.RawMessage) (*command, error) {
 		}
 		return nil, invalidParams(err)
 	}
-	c := &command{done: make(chan struct{}), res: proto.CommandResult{
+	c := &Command{done: make(chan struct{}), res: proto.CommandResult{
 		ID: newID(), CommandName: cmd, CommandStatus: proto.CommandRunning}}
 	a.cmds = append(a.cmds, c)
 	a.byID[c.res.ID] = c
+	a.trimCommands()
 	a.cmdMu.Unlock()
 
 	a.log.Info("command started", "command", name, "id", c.res.ID, "async", spec.async)
@@ -142,7 +148,7 @@ func (a *Agent) Execute(name string, params json.RawMessage) (*command, error) {
 
 // runCommand runs a command, never letting a panic escape (the agent is the
 // ramdisk's only payload), and heartbeats at once when an async one finishes.
-func (a *Agent) runCommand(c *command, name string, run runFunc, async bool) {
+func (a *Agent) runCommand(c *Command, name string, run runFunc, async bool) {
 	var (
 		result any
 		err    error
@@ -209,18 +215,30 @@ func (a *Agent) runCommand(c *command, name string, run runFunc, async bool) {
 	}
 }
 
-// Commands returns all command results, oldest first.
+// maxCommands bounds the kept results (a log collection result is megabytes).
+const maxCommands = 100
+
+// trimCommands forgets the oldest results beyond maxCommands; cmdMu is held.
+func (a *Agent) trimCommands() {
+	for len(a.cmds) > maxCommands {
+		delete(a.byID, a.cmds[0].res.ID)
+		a.cmds[0] = nil
+		a.cmds = a.cmds[1:]
+	}
+}
+
+// Commands returns the command results, oldest first (the last 100).
 func (a *Agent) Commands() []proto.CommandResult {
 	a.cmdMu.Lock()
 	defer a.cmdMu.Unlock()
 	out := make([]proto.CommandResult, len(a.cmds))
 	for i, c := range a.cmds {
-		out[i] = c.snapshot()
+		out[i] = c.Result()
 	}
 	return out
 }
 
-func (a *Agent) command(id string) *command {
+func (a *Agent) command(id string) *Command {
 	a.cmdMu.Lock()
 	defer a.cmdMu.Unlock()
 	return a.byID[id]

@@ -218,12 +218,12 @@ func TestHeartbeatTiming(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-cmd.done
+	<-cmd.Done()
 	h := ctl.nextHeartbeat(t)
 	if !h.At.Equal(before) {
 		t.Fatalf("heartbeat after command at %s, want immediately (%s)", h.At, before)
 	}
-	if r := cmd.snapshot(); r.CommandStatus != proto.CommandSucceeded {
+	if r := cmd.Result(); r.CommandStatus != proto.CommandSucceeded {
 		t.Fatalf("command %+v", r)
 	}
 }

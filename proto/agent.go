@@ -327,6 +327,9 @@ type StepCall struct {
 	Args map[string]any `json:"args,omitempty"`
 }
 
+// Name is the step's name (StepCall.Step.Step spelled out).
+func (c StepCall) Name() string { return c.Step.Step }
+
 // GetStepsParams are the params of get_X_steps.
 type GetStepsParams struct {
 	Node  map[string]any   `json:"node"`
