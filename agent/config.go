@@ -1,8 +1,3 @@
-// Package agent is kiln-agent's runtime: configuration from the kernel command
-// line, lookup and heartbeat against the controller, the command API on port
-// 9999 and the commands behind it. Hardware parts (inventory, network bring-up,
-// image writer, disks) are plugged in through Deps so this package stays free
-// of them.
 package agent
 
 import (
