@@ -1,0 +1,26 @@
+// Package agent is kiln-agent's runtime: configuration from the kernel command
+// line, lookup and heartbeat against the controller, the command API on port
+// 9999 (ironic-python-agent's) and the commands behind it. Hardware parts
+// (inventory, network bring-up, image writer, disks) are plugged in through
+// Deps so this package stays free of them.
+//
+// Wiring, in agent/cmd/kiln-agent:
+//
+//	deps := agent.Deps{Log: log, Ring: ring, Safety: agent.SafetyFor(cfg)}
+//	deps.NetworkUp = netconf.Up                 // func(ctx) error
+//	deps.Inventory = func(ctx context.Context) (any, error) { return inventory.Collect(ctx) }
+//	deps.WriteImage = image.Write               // func(ctx, agent.ImageRequest) (agent.ImageResult, error)
+//	deps.InstallBootloader = disk.InstallBootloader
+//	deps.Generic = func(m *steps.FuncManager) { disk.AddSteps(m) } // erase_devices, …
+//	a, err := agent.New(ctx, cfg, deps)
+//	err = a.Run(ctx)
+//
+// A part left nil makes its commands FAIL with an error wrapping
+// ErrNotAvailable ("not available in this agent build"), never a fake success.
+// Setting WriteImage also offers the deploy step write_image.
+//
+// Time goes through Deps.Clock so tests drive the lookup backoff and the
+// heartbeat cadence with a fake clock. A finished asynchronous command triggers
+// a heartbeat at once (IPA waits at least 5 s), so the controller sees the
+// result without delay.
+package agent
