@@ -13,14 +13,6 @@ import (
 	"github.com/kilnhq/kiln/proto"
 )
 
-// Keys in driver_internal_info where the API records what a client asked for;
-// the conductor reads and clears them.
-const (
-	// RequestKey holds the pending provision request: verb, time, steps.
-	RequestKey = "kiln_request"
-	// BootDeviceKey holds the requested boot device.
-	BootDeviceKey = "kiln_boot_device"
-)
 
 func (s *Server) getStates(c echo.Context) error {
 	n, err := s.getNodeOr404(c)
@@ -207,7 +199,7 @@ func recordProvisionRequest(n *proto.Node, req proto.ProvisionRequest, t transit
 	if n.DriverInternalInfo == nil {
 		n.DriverInternalInfo = proto.Dict{}
 	}
-	n.DriverInternalInfo[RequestKey] = request
+	n.DriverInternalInfo[proto.InfoRequest] = request
 	if req.ConfigDrive != nil {
 		if n.InstanceInfo == nil {
 			n.InstanceInfo = proto.Dict{}
@@ -255,7 +247,7 @@ func (s *Server) setPowerState(c echo.Context) error {
 		t := req.Target
 		n.TargetPowerState = &t
 		if req.Timeout != nil {
-			n.DriverInternalInfo["kiln_power_timeout"] = *req.Timeout
+			n.DriverInternalInfo[proto.InfoPowerTimeout] = *req.Timeout
 		}
 		return nil
 	})
@@ -288,7 +280,8 @@ func (s *Server) setBootDevice(c echo.Context) error {
 		if n.Reservation != nil {
 			return conflict("Node %s is locked by host %s, please retry after the current operation is completed.", n.UUID, *n.Reservation)
 		}
-		n.DriverInternalInfo[BootDeviceKey] = proto.Dict{"boot_device": req.BootDevice, "persistent": req.Persistent}
+		n.DriverInternalInfo[proto.InfoBootDevice] = proto.Dict{"boot_device": req.BootDevice, "persistent": req.Persistent}
+		n.DriverInternalInfo[proto.InfoBootDevicePending] = true
 		return nil
 	})
 	if err != nil {
@@ -303,7 +296,7 @@ func (s *Server) getBootDevice(c echo.Context) error {
 		return err
 	}
 	out := proto.BootDevice{}
-	if d, ok := n.DriverInternalInfo[BootDeviceKey].(map[string]any); ok {
+	if d, ok := n.DriverInternalInfo[proto.InfoBootDevice].(map[string]any); ok {
 		if dev, ok := d["boot_device"].(string); ok {
 			out.BootDevice = &dev
 		}
