@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
@@ -22,14 +23,23 @@ type Config struct {
 	// Conductor is this process's conductor name, shown in GET /v1/drivers hosts.
 	Conductor string
 	Logger    *slog.Logger
+	// Notify, when set, is called with a node's UUID after the API recorded
+	// work for it (a provision, power or boot-device request, an agent
+	// heartbeat), so the conductor acts at once instead of at its next scan.
+	Notify func(nodeUUID string)
+	// AgentHeartbeatTimeout is the heartbeat_timeout handed to agents at
+	// lookup [60s].
+	AgentHeartbeatTimeout time.Duration
 }
 
 // Server is the /v1 API. It is an http.Handler.
 type Server struct {
-	store     store.Store
-	conductor string
-	log       *slog.Logger
-	echo      *echo.Echo
+	store                 store.Store
+	conductor             string
+	log                   *slog.Logger
+	echo                  *echo.Echo
+	notifier              func(string)
+	agentHeartbeatTimeout time.Duration
 }
 
 // New builds the API with every route mounted.
@@ -37,7 +47,10 @@ func New(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Server{store: cfg.Store, conductor: cfg.Conductor, log: cfg.Logger}
+	if cfg.AgentHeartbeatTimeout <= 0 {
+		cfg.AgentHeartbeatTimeout = time.Minute
+	}
+	s := &Server{store: cfg.Store, conductor: cfg.Conductor, log: cfg.Logger, notifier: cfg.Notify, agentHeartbeatTimeout: cfg.AgentHeartbeatTimeout}
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
@@ -121,6 +134,10 @@ func (s *Server) routes() {
 	e.GET("/v1/ports/:port", s.getPort)
 	e.PATCH("/v1/ports/:port", s.patchPort)
 	e.DELETE("/v1/ports/:port", s.deletePort)
+
+	e.GET("/v1/lookup", s.lookup)
+	e.POST("/v1/heartbeat/:node", s.heartbeat)
+	e.POST("/v1/continue_inspection", s.continueInspection)
 
 	e.GET("/v1/drivers", s.listDrivers)
 	e.GET("/v1/drivers/", s.listDrivers)

@@ -13,7 +13,6 @@ import (
 	"github.com/kilnhq/kiln/proto"
 )
 
-
 func (s *Server) getStates(c echo.Context) error {
 	n, err := s.getNodeOr404(c)
 	if err != nil {
@@ -69,6 +68,7 @@ func (s *Server) setProvisionState(c echo.Context) error {
 	}
 	s.log.Info("provision request", "node", n.UUID, "verb", req.Target, "from", from, "to", n.ProvisionState)
 	s.history(c, n.UUID, "INFO", "Provision request \""+string(req.Target)+"\" from state \""+string(from)+"\"")
+	s.notify(n.UUID)
 	c.Response().Header().Set("Location", baseURL(c)+"/v1/nodes/"+n.UUID+"/states")
 	return c.NoContent(http.StatusAccepted)
 }
@@ -255,6 +255,7 @@ func (s *Server) setPowerState(c echo.Context) error {
 		return s.storeError(err, "Node", ident)
 	}
 	s.history(c, n.UUID, "INFO", "Power request \""+string(req.Target)+"\"")
+	s.notify(n.UUID)
 	c.Response().Header().Set("Location", baseURL(c)+"/v1/nodes/"+n.UUID+"/states")
 	return c.NoContent(http.StatusAccepted)
 }
@@ -272,7 +273,7 @@ func (s *Server) setBootDevice(c echo.Context) error {
 		return err
 	}
 	ident := c.Param("node")
-	_, err = s.store.UpdateNode(c.Request().Context(), ident, func(n *proto.Node) error {
+	n, err := s.store.UpdateNode(c.Request().Context(), ident, func(n *proto.Node) error {
 		hw, _ := driver.Lookup(n.Driver)
 		if !slices.Contains(hw.BootDevices, req.BootDevice) {
 			return badRequest("Invalid boot device %q for node %s; supported: %v", req.BootDevice, n.UUID, hw.BootDevices)
@@ -287,6 +288,7 @@ func (s *Server) setBootDevice(c echo.Context) error {
 	if err != nil {
 		return s.storeError(err, "Node", ident)
 	}
+	s.notify(n.UUID)
 	return c.NoContent(http.StatusNoContent)
 }
 

@@ -1,5 +1,17 @@
 package driver
 
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/kilnhq/kiln/proto"
+)
+
 // FakeHardware is the hardware type that touches nothing; it drives thousands of
 // nodes in tests and demos. It is enabled from the start.
 const FakeHardware = "fake-hardware"
@@ -22,4 +34,134 @@ func init() {
 		Supported:   supported,
 		BootDevices: []string{"pxe", "disk", "cdrom", "bios", "safe"},
 	})
+}
+
+// fakePower, fakeManagement, fakeBoot and fakeInspect touch no hardware. Each
+// sleeps for driver_info["fake_<iface>_delay"] seconds (as Ironic's fake
+// driver does, to model slow BMCs at scale) and fails with
+// driver_info["fake_<iface>_error"] when set, so tests can drive failure paths.
+type fakePower struct{ states sync.Map } // node UUID → proto.PowerState
+
+type fakeManagement struct{}
+type fakeBoot struct{}
+type fakeInspect struct{}
+
+func init() {
+	RegisterPower("fake", &fakePower{})
+	RegisterManagement("fake", fakeManagement{})
+	RegisterBoot("fake", fakeBoot{})
+	RegisterInspect("fake", fakeInspect{})
+	RegisterInspect("agent", agentInspect{})
+	RegisterInspect("no-inspect", noInspect{})
+}
+
+// fakeAct waits the configured delay, then returns the configured error.
+func fakeAct(ctx context.Context, n *proto.Node, iface string) error {
+	if d := seconds(n.DriverInfo["fake_"+iface+"_delay"]); d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	if msg, ok := n.DriverInfo["fake_"+iface+"_error"].(string); ok && msg != "" {
+		return errors.New(msg)
+	}
+	return nil
+}
+
+// seconds reads a delay given as a JSON number or a numeric string.
+func seconds(v any) time.Duration {
+	var f float64
+	switch x := v.(type) {
+	case float64:
+		f = x
+	case json.Number:
+		f, _ = x.Float64()
+	case string:
+		f, _ = strconv.ParseFloat(x, 64)
+	case int:
+		f = float64(x)
+	}
+	if f <= 0 || f > 3600 {
+		return 0
+	}
+	return time.Duration(f * float64(time.Second))
+}
+
+func (p *fakePower) Validate(ctx context.Context, n *proto.Node) error {
+	if msg, ok := n.DriverInfo["fake_power_error"].(string); ok && msg != "" {
+		return fmt.Errorf("fake power credentials rejected: %s", msg)
+	}
+	return nil
+}
+
+func (p *fakePower) GetPowerState(ctx context.Context, n *proto.Node) (proto.PowerState, error) {
+	if err := fakeAct(ctx, n, "power"); err != nil {
+		return "", err
+	}
+	if v, ok := p.states.Load(n.UUID); ok {
+		return v.(proto.PowerState), nil
+	}
+	if n.PowerState != nil && *n.PowerState != proto.NoPower {
+		return *n.PowerState, nil
+	}
+	return proto.PowerOff, nil
+}
+
+func (p *fakePower) SetPowerState(ctx context.Context, n *proto.Node, target proto.PowerState, _ time.Duration) error {
+	if err := fakeAct(ctx, n, "power"); err != nil {
+		return err
+	}
+	final := target
+	switch target {
+	case proto.PowerRebooting, proto.PowerSoftReboot:
+		final = proto.PowerOn
+	case proto.PowerSoftOff:
+		final = proto.PowerOff
+	}
+	p.states.Store(n.UUID, final)
+	return nil
+}
+
+func (fakeManagement) Validate(ctx context.Context, n *proto.Node) error { return nil }
+func (fakeManagement) SetBootDevice(ctx context.Context, n *proto.Node, device string, persistent bool) error {
+	return fakeAct(ctx, n, "management")
+}
+
+func (fakeBoot) Validate(ctx context.Context, n *proto.Node) error { return nil }
+func (fakeBoot) PrepareRamdisk(ctx context.Context, n *proto.Node, _ RamdiskParams) error {
+	return fakeAct(ctx, n, "boot")
+}
+func (fakeBoot) CleanUpRamdisk(ctx context.Context, n *proto.Node) error { return nil }
+func (fakeBoot) PrepareInstance(ctx context.Context, n *proto.Node) error {
+	return fakeAct(ctx, n, "boot")
+}
+
+func (fakeInspect) Validate(ctx context.Context, n *proto.Node) error { return nil }
+func (fakeInspect) Inspect(ctx context.Context, n *proto.Node) (InspectResult, bool, error) {
+	if err := fakeAct(ctx, n, "inspect"); err != nil {
+		return InspectResult{}, false, err
+	}
+	return InspectResult{Properties: proto.Dict{"cpus": 4, "memory_mb": 8192, "local_gb": 40, "cpu_arch": "x86_64"}}, false, nil
+}
+
+// agentInspect is in-band inspection: the ramdisk agent posts the inventory to
+// /v1/continue_inspection, so the conductor boots it and waits.
+type agentInspect struct{}
+
+func (agentInspect) Validate(ctx context.Context, n *proto.Node) error { return nil }
+func (agentInspect) Inspect(ctx context.Context, n *proto.Node) (InspectResult, bool, error) {
+	return InspectResult{}, true, nil
+}
+
+type noInspect struct{}
+
+func (noInspect) Validate(ctx context.Context, n *proto.Node) error {
+	return errors.New("inspection is not supported by this node's inspect interface (no-inspect)")
+}
+func (noInspect) Inspect(ctx context.Context, n *proto.Node) (InspectResult, bool, error) {
+	return InspectResult{}, false, errors.New("inspection is not supported by this node's inspect interface (no-inspect)")
 }

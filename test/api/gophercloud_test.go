@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack/baremetal/noauth"
@@ -222,16 +223,14 @@ func TestGophercloudNodesAndPorts(t *testing.T) {
 		t.Fatalf("get port = %+v, %v", gotPort, err)
 	}
 
-	// States: manage is accepted and recorded; the node enters verifying on its way to manageable.
+	// States: manage is accepted; the conductor verifies the (fake) power
+	// credentials and the node reaches manageable.
 	if err := nodes.ChangeProvisionState(ctx, c, created.UUID, nodes.ProvisionStateOpts{Target: nodes.TargetManage}).ExtractErr(); err != nil {
 		t.Fatal(err)
 	}
-	st, err := nodes.Get(ctx, c, created.UUID).Extract()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.ProvisionState != "verifying" || st.TargetProvisionState != "manageable" {
-		t.Fatalf("after manage: %q → %q", st.ProvisionState, st.TargetProvisionState)
+	st := waitFor(t, c, created.UUID, "manageable", func(n *nodes.Node) bool { return n.ProvisionState == "manageable" && n.Reservation == "" })
+	if st.TargetProvisionState != "" || st.PowerState == "" {
+		t.Fatalf("after manage: target %q, power %q", st.TargetProvisionState, st.PowerState)
 	}
 	// Deploying from enroll is not a valid transition: 400.
 	err = nodes.ChangeProvisionState(ctx, c, other.UUID, nodes.ProvisionStateOpts{Target: nodes.TargetActive}).ExtractErr()
@@ -240,14 +239,14 @@ func TestGophercloudNodesAndPorts(t *testing.T) {
 	if err := nodes.ChangePowerState(ctx, c, other.UUID, nodes.PowerStateOpts{Target: nodes.PowerOn}).ExtractErr(); err != nil {
 		t.Fatal(err)
 	}
-	n2, err := nodes.Get(ctx, c, other.UUID).Extract()
-	if err != nil || n2.TargetPowerState != "power on" {
-		t.Fatalf("target_power_state = %q, %v", n2.TargetPowerState, err)
-	}
+	waitFor(t, c, other.UUID, "power on", func(n *nodes.Node) bool {
+		return n.PowerState == "power on" && n.TargetPowerState == "" && n.Reservation == ""
+	})
 
 	if err := nodes.SetBootDevice(ctx, c, other.UUID, nodes.BootDeviceOpts{BootDevice: "pxe", Persistent: false}).ExtractErr(); err != nil {
 		t.Fatal(err)
 	}
+	waitFor(t, c, other.UUID, "boot device applied", func(n *nodes.Node) bool { return n.Reservation == "" })
 	bd, err := nodes.GetBootDevice(ctx, c, other.UUID).Extract()
 	if err != nil || bd.BootDevice != "pxe" {
 		t.Fatalf("boot device = %+v, %v", bd, err)
@@ -256,7 +255,7 @@ func TestGophercloudNodesAndPorts(t *testing.T) {
 	if err := nodes.SetMaintenance(ctx, c, other.UUID, nodes.MaintenanceOpts{Reason: "disk swap"}).ExtractErr(); err != nil {
 		t.Fatal(err)
 	}
-	n2, _ = nodes.Get(ctx, c, other.UUID).Extract()
+	n2, _ := nodes.Get(ctx, c, other.UUID).Extract()
 	if !n2.Maintenance || n2.MaintenanceReason != "disk swap" {
 		t.Fatalf("maintenance = %v %q", n2.Maintenance, n2.MaintenanceReason)
 	}
@@ -289,9 +288,50 @@ func TestGophercloudNodesAndPorts(t *testing.T) {
 	if ps, _ := ports.ExtractPorts(pages); len(ps) != 0 {
 		t.Fatalf("ports left after deleting their nodes: %+v", ps)
 	}
-	// The node in verifying cannot be deleted: 409.
+	// The rest of the lifecycle on fake-hardware: provide, deploy, undeploy.
+	if err := nodes.ChangeProvisionState(ctx, c, created.UUID, nodes.ProvisionStateOpts{Target: nodes.TargetProvide}).ExtractErr(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, c, created.UUID, "available", func(n *nodes.Node) bool { return n.ProvisionState == "available" && n.Reservation == "" })
+	if err := nodes.ChangeProvisionState(ctx, c, created.UUID, nodes.ProvisionStateOpts{Target: nodes.TargetActive}).ExtractErr(); err != nil {
+		t.Fatal(err)
+	}
+	active := waitFor(t, c, created.UUID, "active", func(n *nodes.Node) bool { return n.ProvisionState == "active" && n.Reservation == "" })
+	if active.PowerState != "power on" {
+		t.Errorf("deployed node power state %q", active.PowerState)
+	}
+	// An active node cannot be deleted: 409.
 	err = nodes.Delete(ctx, c, created.UUID).ExtractErr()
 	wantStatus(t, err, http.StatusConflict)
+	if err := nodes.ChangeProvisionState(ctx, c, created.UUID, nodes.ProvisionStateOpts{Target: nodes.TargetDeleted}).ExtractErr(); err != nil {
+		t.Fatal(err)
+	}
+	done := waitFor(t, c, created.UUID, "available after undeploy", func(n *nodes.Node) bool { return n.ProvisionState == "available" && n.Reservation == "" })
+	if len(done.InstanceInfo) != 0 || done.PowerState != "power off" {
+		t.Errorf("after undeploy: instance_info %v, power %q", done.InstanceInfo, done.PowerState)
+	}
+	if err := nodes.Delete(ctx, c, created.UUID).ExtractErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitFor polls the node until cond holds, failing the test after 15 s.
+func waitFor(t *testing.T, c *gophercloud.ServiceClient, id, what string, cond func(*nodes.Node) bool) *nodes.Node {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		n, err := nodes.Get(context.Background(), c, id).Extract()
+		if err != nil {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+		if cond(n) {
+			return n
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node %s never reached %s: state %q target %q power %q last_error %q", id, what, n.ProvisionState, n.TargetProvisionState, n.PowerState, n.LastError)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func ptr[T any](v T) *T { return &v }

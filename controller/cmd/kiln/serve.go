@@ -14,7 +14,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kilnhq/kiln/controller/agentclient"
 	"github.com/kilnhq/kiln/controller/api"
+	"github.com/kilnhq/kiln/controller/conductor"
 	"github.com/kilnhq/kiln/controller/store"
 )
 
@@ -25,6 +27,12 @@ type serveOptions struct {
 	group     string
 	logLevel  string
 	logJSON   bool
+
+	apiURL                string
+	workers               int
+	callbackTimeout       time.Duration
+	agentHeartbeatTimeout time.Duration
+	powerSyncInterval     time.Duration
 }
 
 func newServeCmd() *cobra.Command {
@@ -47,6 +55,11 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&o.group, "conductor-group", "", "conductor group this controller serves")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.BoolVar(&o.logJSON, "log-json", false, "log as JSON lines instead of text")
+	f.StringVar(&o.apiURL, "api-url", "", "controller URL that agents on the provisioned machines use (default: http://<listen address>)")
+	f.IntVar(&o.workers, "workers", 32, "nodes the conductor acts on at once")
+	f.DurationVar(&o.callbackTimeout, "callback-timeout", 30*time.Minute, "how long a node may wait for its agent's first heartbeat (deploy, clean, inspect)")
+	f.DurationVar(&o.agentHeartbeatTimeout, "agent-heartbeat-timeout", time.Minute, "heartbeat_timeout given to agents; a running agent silent this long fails its node")
+	f.DurationVar(&o.powerSyncInterval, "power-sync-interval", time.Minute, "how often power states are read back from BMCs (0 disables)")
 	return cmd
 }
 
@@ -79,17 +92,33 @@ func serve(ctx context.Context, o serveOptions) error {
 	}
 	defer st.Close()
 
-	if err := st.RegisterConductor(ctx, store.Conductor{Hostname: o.conductor, Group: o.group}); err != nil {
-		return fmt.Errorf("register conductor %s: %w", o.conductor, err)
-	}
-	go heartbeatConductor(ctx, st, o.conductor, log)
-
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", o.listen, err)
 	}
+	if o.apiURL == "" {
+		o.apiURL = "http://" + ln.Addr().String()
+	}
+	if o.powerSyncInterval == 0 {
+		o.powerSyncInterval = -1
+	}
+	cond := conductor.New(conductor.Config{
+		Store: st, Agent: agentclient.New(agentclient.Options{Logger: log}), Name: o.conductor, Group: o.group,
+		APIURL: o.apiURL, Log: log, Workers: o.workers, CallbackTimeout: o.callbackTimeout,
+		AgentHeartbeatTimeout: o.agentHeartbeatTimeout, PowerSyncInterval: o.powerSyncInterval,
+	})
+	condCtx, stopConductor := context.WithCancel(context.Background())
+	condDone := make(chan error, 1)
+	go func() { condDone <- cond.Run(condCtx) }()
+	defer func() {
+		stopConductor()
+		if err := <-condDone; err != nil {
+			log.Error("conductor", "err", err)
+		}
+	}()
 	srv := &http.Server{
-		Handler:           api.New(api.Config{Store: st, Conductor: o.conductor, Logger: log}),
+		Handler: api.New(api.Config{Store: st, Conductor: o.conductor, Logger: log, Notify: cond.Notify,
+			AgentHeartbeatTimeout: o.agentHeartbeatTimeout}),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 	}
@@ -108,26 +137,6 @@ func serve(ctx context.Context, o serveOptions) error {
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		log.Warn("graceful shutdown incomplete", "err", err)
 	}
-	if err := st.UnregisterConductor(shutdownCtx, o.conductor); err != nil {
-		log.Warn("unregister conductor", "err", err)
-	}
 	log.Info("stopped")
 	return nil
-}
-
-// heartbeatConductor keeps this controller's conductor row alive so that other
-// controllers do not take its nodes.
-func heartbeatConductor(ctx context.Context, st store.Store, name string, log *slog.Logger) {
-	t := time.NewTicker(5 * time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := st.HeartbeatConductor(ctx, name); err != nil && ctx.Err() == nil {
-				log.Warn("conductor heartbeat", "err", err)
-			}
-		}
-	}
 }

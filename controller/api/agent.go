@@ -1,0 +1,276 @@
+package api
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/kilnhq/kiln/controller/state"
+	"github.com/kilnhq/kiln/proto"
+)
+
+// The agent side of the API (spec §3): lookup, heartbeat and the inspection
+// callback. These record what the agent says and wake the conductor; the
+// conductor acts.
+
+// newAgentToken makes a 43-character URL-safe token, as IPA expects (it
+// ignores tokens shorter than 32).
+func newAgentToken() string {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func (s *Server) notify(uuid string) {
+	if s.notifier != nil {
+		s.notifier(uuid)
+	}
+}
+
+// lookupDoc is the answer to GET /v1/lookup and, from 1.84, to
+// continue_inspection.
+func (s *Server) lookupDoc(c echo.Context, n *proto.Node, token string) proto.LookupResponse {
+	m := maskedNode(n)
+	return proto.LookupResponse{
+		Node: proto.LookupNode{
+			UUID: n.UUID, Properties: m.Properties, InstanceInfo: m.InstanceInfo,
+			DriverInternalInfo: m.DriverInternalInfo,
+			Links:              []proto.AgentLink{{Href: baseURL(c) + "/v1/nodes/" + n.UUID, Rel: "self"}},
+		},
+		Config: proto.LookupConfig{
+			HeartbeatTimeout:   int(s.agentHeartbeatTimeout / time.Second),
+			AgentToken:         token,
+			AgentTokenRequired: true,
+		},
+	}
+}
+
+// issueToken gives the node an agent token if it has none and returns what
+// the agent may see: the token the first time, "******" afterwards.
+func (s *Server) issueToken(c echo.Context, uuid string) (*proto.Node, string, error) {
+	token := proto.MaskedToken
+	n, err := s.store.UpdateNode(c.Request().Context(), uuid, func(n *proto.Node) error {
+		if n.DriverInternalInfo == nil {
+			n.DriverInternalInfo = proto.Dict{}
+		}
+		if _, has := n.DriverInternalInfo[proto.InfoAgentToken]; !has {
+			t := newAgentToken()
+			n.DriverInternalInfo[proto.InfoAgentToken] = t
+			token = t
+		}
+		return nil
+	})
+	return n, token, err
+}
+
+func (s *Server) lookup(c echo.Context) error {
+	if minor(c) < 22 {
+		return &Error{Code: http.StatusNotFound, bare: true}
+	}
+	ctx := c.Request().Context()
+	var macs []string
+	for _, a := range strings.Split(c.QueryParam("addresses"), ",") {
+		if hw, err := net.ParseMAC(strings.TrimSpace(a)); err == nil && len(hw) == 6 {
+			macs = append(macs, strings.ToLower(hw.String()))
+		}
+	}
+	nodeUUID := c.QueryParam("node_uuid")
+	if len(macs) == 0 && nodeUUID == "" {
+		return badRequest("Either node_uuid or a valid MAC address in addresses is required for lookup")
+	}
+	var n *proto.Node
+	if nodeUUID != "" {
+		if got, err := s.store.GetNode(ctx, nodeUUID); err == nil {
+			n = got
+		}
+	}
+	for _, mac := range macs {
+		if n != nil {
+			break
+		}
+		if p, err := s.store.GetPortByAddress(ctx, mac); err == nil {
+			if got, err := s.store.GetNode(ctx, p.NodeUUID); err == nil {
+				n = got
+			}
+		}
+	}
+	if n == nil || !state.LookupAllowed(n.ProvisionState, false) {
+		return notFound("Resource could not be found.")
+	}
+	n, token, err := s.issueToken(c, n.UUID)
+	if err != nil {
+		return s.storeError(err, "Node", nodeUUID)
+	}
+	return c.JSON(http.StatusOK, s.lookupDoc(c, n, token))
+}
+
+var heartbeatFields = []string{"callback_url", "agent_version", "agent_token", "agent_verify_ca", "agent_status", "agent_status_message"}
+
+func (s *Server) heartbeat(c echo.Context) error {
+	if minor(c) < 22 {
+		return &Error{Code: http.StatusNotFound, bare: true}
+	}
+	obj, err := readJSONObject(c, "heartbeat")
+	if err != nil {
+		return err
+	}
+	if err := checkFields(c, "heartbeat", obj, heartbeatFields, map[string]int{"agent_token": 62, "agent_verify_ca": 68, "agent_status": 72, "agent_status_message": 72}); err != nil {
+		return err
+	}
+	var hb proto.HeartbeatRequest
+	if err := decodeInto(obj, &hb, "heartbeat"); err != nil {
+		return err
+	}
+	ident := c.Param("node")
+	ctx := c.Request().Context()
+	if _, err := s.store.GetNode(ctx, ident); err != nil {
+		return s.storeError(err, "Node", ident)
+	}
+	if hb.AgentVersion == "" {
+		return badRequest("Agent did not transmit a version, and a version is required. Please update the agent being used.")
+	}
+	if hb.AgentToken == "" {
+		return badRequest("Agent token is required for heartbeat processing.")
+	}
+	if hb.CallbackURL == "" {
+		return badRequest("callback_url is required for heartbeat processing.")
+	}
+	if u, err := url.Parse(hb.CallbackURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return badRequest("Invalid callback_url %q: expected http(s)://host:port", hb.CallbackURL)
+	}
+	if hb.AgentVerifyCA != "" && !strings.HasPrefix(hb.CallbackURL, "https://") {
+		hb.CallbackURL = "https://" + strings.TrimPrefix(hb.CallbackURL, "http://")
+	}
+	act := false
+	n, err := s.store.UpdateNode(ctx, ident, func(n *proto.Node) error {
+		want, _ := n.DriverInternalInfo[proto.InfoAgentToken].(string)
+		if want == "" || subtle.ConstantTimeCompare([]byte(want), []byte(hb.AgentToken)) != 1 {
+			return badRequest("Invalid or missing agent token received.")
+		}
+		if prev, _ := n.DriverInternalInfo[proto.InfoAgentURL].(string); prev != "" && prev != hb.CallbackURL {
+			return badRequest("Heartbeat from %s refused: node %s's agent is at %s (agent URLs are pinned until the agent is restarted)", hb.CallbackURL, n.UUID, prev)
+		}
+		if n.Reservation != nil && n.DriverInternalInfo[proto.InfoAgentURL] == nil {
+			return conflict("Node %s is locked by host %s, please retry after the current operation is completed.", n.UUID, *n.Reservation)
+		}
+		action := state.Heartbeat(n.ProvisionState, false, n.Maintenance)
+		record := action != state.HeartbeatIgnore || n.ProvisionState == proto.StateInspectWait || n.ProvisionState == proto.StateInspecting
+		if !record {
+			return nil
+		}
+		now := time.Now().UTC().Format(time.RFC3339Nano)
+		n.DriverInternalInfo[proto.InfoAgentURL] = hb.CallbackURL
+		n.DriverInternalInfo[proto.InfoAgentVersion] = hb.AgentVersion
+		n.DriverInternalInfo[proto.InfoAgentLastHeartbeat] = now
+		if hb.AgentVerifyCA != "" {
+			n.DriverInternalInfo[proto.InfoAgentVerifyCA] = hb.AgentVerifyCA
+		}
+		if action == state.HeartbeatAct {
+			n.DriverInternalInfo[proto.InfoHeartbeatPending] = now
+			n.ProvisionUpdatedAt = proto.Now()
+			act = true
+		}
+		return nil
+	})
+	if err != nil {
+		return s.storeError(err, "Node", ident)
+	}
+	if act {
+		s.notify(n.UUID)
+	}
+	return c.NoContent(http.StatusAccepted)
+}
+
+// continueInspection takes the inventory an agent collected.
+func (s *Server) continueInspection(c echo.Context) error {
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	var req map[string]json.RawMessage
+	if err := json.Unmarshal(body, &req); err != nil || req == nil {
+		return badRequest("Invalid inspection data: expected a JSON object")
+	}
+	inv := req["inventory"]
+	if len(inv) == 0 || inv[0] != '{' {
+		return badRequest("Invalid inspection data: \"inventory\" must be an object")
+	}
+	var parsed struct {
+		Interfaces []struct {
+			Name       string `json:"name"`
+			MACAddress string `json:"mac_address"`
+			IPv4       string `json:"ipv4_address"`
+		} `json:"interfaces"`
+		Boot struct {
+			PXEInterface string `json:"pxe_interface"`
+		} `json:"boot"`
+	}
+	if err := json.Unmarshal(inv, &parsed); err != nil {
+		return badRequest("Invalid inventory: %s", jsonErrorText(err))
+	}
+	ctx := c.Request().Context()
+	var n *proto.Node
+	if u := c.QueryParam("node_uuid"); u != "" {
+		if got, err := s.store.GetNode(ctx, u); err == nil {
+			n = got
+		}
+	}
+	pxe := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(parsed.Boot.PXEInterface, "01-"), "-", ":"))
+	allIfaces := map[string]any{}
+	for _, i := range parsed.Interfaces {
+		mac := strings.ToLower(i.MACAddress)
+		allIfaces[i.Name] = map[string]any{"name": i.Name, "mac_address": mac, "ip": i.IPv4, "pxe_enabled": pxe == "" || mac == pxe || i.Name == parsed.Boot.PXEInterface}
+		if n == nil {
+			if p, err := s.store.GetPortByAddress(ctx, mac); err == nil {
+				if got, err := s.store.GetNode(ctx, p.NodeUUID); err == nil {
+					n = got
+				}
+			}
+		}
+	}
+	if n == nil {
+		return notFound("No node matches the inspection data (node_uuid or the MACs of its interfaces)")
+	}
+	if n.ProvisionState != proto.StateInspectWait && n.ProvisionState != proto.StateInspecting {
+		return badRequest("Node %s is in state %s; inspection data is only accepted in inspect wait", n.UUID, n.ProvisionState)
+	}
+	plugin := map[string]json.RawMessage{}
+	for k, v := range req {
+		if k != "inventory" {
+			plugin[k] = v
+		}
+	}
+	ai, _ := json.Marshal(allIfaces)
+	plugin["all_interfaces"] = ai
+	pluginJSON, _ := json.Marshal(plugin)
+	if err := s.store.PutInventory(ctx, n.UUID, inv, pluginJSON); err != nil {
+		return s.storeError(err, "Node", n.UUID)
+	}
+	n, err = s.store.UpdateNode(ctx, n.UUID, func(n *proto.Node) error {
+		n.DriverInternalInfo[proto.InfoInspectionPending] = true
+		return nil
+	})
+	if err != nil {
+		return s.storeError(err, "Node", n.UUID)
+	}
+	s.notify(n.UUID)
+	if minor(c) >= 84 {
+		n, token, err := s.issueToken(c, n.UUID)
+		if err != nil {
+			return s.storeError(err, "Node", n.UUID)
+		}
+		doc := s.lookupDoc(c, n, token)
+		return c.JSON(http.StatusAccepted, proto.InspectionResponse{Node: &doc.Node, Config: &doc.Config})
+	}
+	return c.JSON(http.StatusAccepted, proto.InspectionResponse{UUID: n.UUID})
+}

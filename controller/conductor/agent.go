@@ -1,0 +1,258 @@
+package conductor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/kilnhq/kiln/controller/agentclient"
+	"github.com/kilnhq/kiln/controller/store"
+	"github.com/kilnhq/kiln/proto"
+)
+
+// AgentClient is what the conductor needs of the agent's :9999 API;
+// *agentclient.Client implements it.
+type AgentClient interface {
+	GetSteps(ctx context.Context, a agentclient.Agent, kind proto.StepKind, node, ports any) (proto.StepsResult, error)
+	ExecuteStep(ctx context.Context, a agentclient.Agent, kind proto.StepKind, step proto.StepCall, node, ports any, versions map[string]string) (proto.CommandResult, error)
+	Commands(ctx context.Context, a agentclient.Agent) ([]proto.CommandResult, error)
+	PowerOff(ctx context.Context, a agentclient.Agent) error
+	GetPartitionUUIDs(ctx context.Context, a agentclient.Agent) (proto.PartitionUUIDs, error)
+}
+
+var _ AgentClient = (*agentclient.Client)(nil)
+
+// agentOf is the agent the node's last heartbeat described.
+func agentOf(n *proto.Node) agentclient.Agent {
+	s := func(k string) string { v, _ := n.DriverInternalInfo[k].(string); return v }
+	return agentclient.Agent{URL: s(proto.InfoAgentURL), Token: s(proto.InfoAgentToken), VerifyCA: s(proto.InfoAgentVerifyCA)}
+}
+
+// nodeForAgent is the node as the agent may see it: credentials masked.
+func nodeForAgent(n *proto.Node) map[string]any {
+	m := *n
+	mask := func(d proto.Dict, secret func(string) bool) proto.Dict {
+		out := proto.Dict{}
+		for k, v := range d {
+			if secret(k) {
+				v = "******"
+			}
+			out[k] = v
+		}
+		return out
+	}
+	m.DriverInfo = mask(n.DriverInfo, func(k string) bool {
+		k = strings.ToLower(k)
+		return strings.Contains(k, "password") || strings.Contains(k, "secret") || strings.HasSuffix(k, "_key")
+	})
+	m.DriverInternalInfo = mask(n.DriverInternalInfo, func(k string) bool { return k == proto.InfoAgentToken })
+	b, _ := json.Marshal(m)
+	var doc map[string]any
+	_ = json.Unmarshal(b, &doc)
+	return doc
+}
+
+func (f *flow) portsForAgent(ctx context.Context) ([]*proto.Port, error) {
+	ports, err := f.c.st.ListPorts(ctx, store.PortQuery{NodeUUID: f.n.UUID})
+	if err != nil {
+		return nil, fmt.Errorf("list ports of node %s: %w", f.n.UUID, err)
+	}
+	return ports, nil
+}
+
+// interfaceRank breaks priority ties the way Ironic does.
+var interfaceRank = map[string]int{"vendor": 7, "power": 6, "management": 5, "firmware": 4, "deploy": 3, "bios": 2, "raid": 1}
+
+// sortSteps orders steps by priority, highest first, ties by interface.
+func sortSteps(steps []proto.StepCall) {
+	sort.SliceStable(steps, func(i, j int) bool {
+		if steps[i].Priority != steps[j].Priority {
+			return steps[i].Priority > steps[j].Priority
+		}
+		return interfaceRank[steps[i].Interface] > interfaceRank[steps[j].Interface]
+	})
+}
+
+// conductorSteps are deploy steps the conductor runs itself (out of band).
+var conductorSteps = map[string]bool{
+	"prepare_instance_boot": true, "tear_down_agent": true, "switch_to_tenant_network": true, "boot_instance": true,
+}
+
+func isConductorStep(s proto.StepCall) bool {
+	return s.Interface == "deploy" && conductorSteps[s.Step.Step]
+}
+
+// agentSteps flattens get_X_steps's answer, best manager first per step name
+// (the agent already deduplicated; keep the first occurrence).
+func agentSteps(res proto.StepsResult) []proto.Step {
+	managers := make([]string, 0, len(res.Steps))
+	for m := range res.Steps {
+		managers = append(managers, m)
+	}
+	sort.Strings(managers)
+	seen := map[string]bool{}
+	var out []proto.Step
+	for _, m := range managers {
+		for _, s := range res.Steps[m] {
+			key := s.Interface + "." + s.Step
+			if !seen[key] {
+				seen[key] = true
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// userSteps reads steps recorded from a provision request.
+func userSteps(req map[string]any, key string) ([]proto.StepCall, error) {
+	raw, ok := req[key]
+	if !ok || raw == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(raw)
+	if err != nil {
+		return nil, err
+	}
+	var steps []proto.StepCall
+	if err := json.Unmarshal(b, &steps); err != nil {
+		return nil, fmt.Errorf("invalid %s: %w", key, err)
+	}
+	return steps, nil
+}
+
+// buildDeploySteps is the deploy plan once the agent has listed its steps:
+// the deploy interface's own steps, the agent's steps with a priority, and the
+// user's deploy_steps (which override the priority of a step of the same name).
+func buildDeploySteps(deployIface string, agent []proto.Step, user []proto.StepCall, imageArgs map[string]any) []proto.StepCall {
+	byName := map[string]proto.StepCall{}
+	add := func(s proto.StepCall) { byName[s.Interface+"."+s.Step.Step] = s }
+	if deployIface == "direct" {
+		add(proto.StepCall{Step: proto.Step{Step: "write_image", Interface: "deploy", Priority: 80}, Args: imageArgs})
+	}
+	add(proto.StepCall{Step: proto.Step{Step: "prepare_instance_boot", Interface: "deploy", Priority: 60}})
+	add(proto.StepCall{Step: proto.Step{Step: "tear_down_agent", Interface: "deploy", Priority: 40}})
+	add(proto.StepCall{Step: proto.Step{Step: "switch_to_tenant_network", Interface: "deploy", Priority: 30}})
+	add(proto.StepCall{Step: proto.Step{Step: "boot_instance", Interface: "deploy", Priority: 20}})
+	for _, s := range agent {
+		if s.Priority > 0 {
+			if _, taken := byName[s.Interface+"."+s.Step]; !taken {
+				add(proto.StepCall{Step: s})
+			}
+		}
+	}
+	for _, u := range user {
+		key := u.Interface + "." + u.Step.Step
+		if cur, ok := byName[key]; ok {
+			cur.Priority = u.Priority
+			if u.Args != nil {
+				cur.Args = u.Args
+			}
+			u = cur
+		} else {
+			for _, s := range agent {
+				if s.Interface == u.Interface && s.Step == u.Step.Step {
+					u.RebootRequested, u.Abortable = s.RebootRequested, s.Abortable
+				}
+			}
+		}
+		add(u)
+	}
+	var steps []proto.StepCall
+	for _, s := range byName {
+		if s.Priority > 0 {
+			steps = append(steps, s)
+		}
+	}
+	sortSteps(steps)
+	return steps
+}
+
+// buildCleanSteps is the clean plan: for automated cleaning the agent's steps
+// with a priority, highest first; for manual cleaning the user's steps in the
+// order given, completed with what the agent knows about each.
+func buildCleanSteps(agent []proto.Step, manual []proto.StepCall, isManual bool) ([]proto.StepCall, error) {
+	if !isManual {
+		var steps []proto.StepCall
+		for _, s := range agent {
+			if s.Priority > 0 {
+				steps = append(steps, proto.StepCall{Step: s})
+			}
+		}
+		sortSteps(steps)
+		return steps, nil
+	}
+	steps := slices.Clone(manual)
+	for i, u := range steps {
+		found := false
+		for _, s := range agent {
+			if s.Interface == u.Interface && s.Step == u.Step.Step {
+				steps[i].RebootRequested, steps[i].Abortable, found = s.RebootRequested, s.Abortable, true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("the requested clean step %s.%s is not offered by the agent (it offers %s)", u.Interface, u.Step.Step, stepNames(agent))
+		}
+	}
+	return steps, nil
+}
+
+func stepNames(steps []proto.Step) string {
+	var names []string
+	for _, s := range steps {
+		names = append(names, s.Interface+"."+s.Step)
+	}
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
+
+// imageInfo builds write_image's image_info from instance_info (spec §6).
+func imageInfo(n *proto.Node) (proto.Dict, error) {
+	ii := n.InstanceInfo
+	str := func(k string) string { v, _ := ii[k].(string); return v }
+	src := str("image_source")
+	if src == "" {
+		return nil, fmt.Errorf("instance_info.image_source is required for the direct deploy interface")
+	}
+	if !strings.HasPrefix(src, "http://") && !strings.HasPrefix(src, "https://") && !strings.HasPrefix(src, "file://") {
+		return nil, fmt.Errorf("instance_info.image_source %q must be an http(s):// or file:// URL", src)
+	}
+	info := proto.Dict{
+		"id":                path.Base(strings.SplitN(src, "?", 2)[0]),
+		"urls":              []string{src},
+		"disk_format":       firstNonEmpty(str("image_disk_format"), "raw"),
+		"container_format":  "bare",
+		"stream_raw_images": true,
+		"node_uuid":         n.UUID,
+		"image_type":        firstNonEmpty(str("image_type"), "whole-disk"),
+	}
+	switch {
+	case str("image_os_hash_algo") != "" && str("image_os_hash_value") != "":
+		info["os_hash_algo"], info["os_hash_value"] = str("image_os_hash_algo"), str("image_os_hash_value")
+	case str("image_checksum") != "":
+		info["checksum"] = str("image_checksum")
+	default:
+		return nil, fmt.Errorf("instance_info needs image_checksum, or image_os_hash_algo and image_os_hash_value, to verify the image")
+	}
+	if hints, ok := ii["root_device"].(map[string]any); ok {
+		info["root_device"] = hints
+	} else if hints, ok := n.Properties["root_device"].(map[string]any); ok {
+		info["root_device"] = hints
+	}
+	return info, nil
+}
+
+func firstNonEmpty(vs ...string) string {
+	for _, v := range vs {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}

@@ -1,0 +1,277 @@
+// Package conductor makes the controller act: it owns a share of the nodes
+// (consistent hashing over the live conductors of its group), takes each
+// node's reservation before touching it, and carries out what the API
+// recorded — provision verbs, power and boot-device requests — through the
+// node's hardware type and, for in-band work, the ramdisk agent.
+//
+// Every decision is committed to the store before the next action, so a
+// conductor killed at any moment leaves nodes that another conductor (or this
+// one, restarted) can resume or fail cleanly.
+package conductor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/kilnhq/kiln/controller/store"
+	"github.com/kilnhq/kiln/proto"
+)
+
+// Config tunes a conductor. Zero values take the defaults in brackets.
+type Config struct {
+	Store store.Store
+	Agent AgentClient
+	// Name identifies this conductor (unique among those sharing a store).
+	Name  string
+	Group string
+	// APIURL is the controller URL agents are told to use (ipa-api-url).
+	APIURL string
+	Log    *slog.Logger
+
+	Workers           int           // nodes acted on at once [32]
+	HeartbeatInterval time.Duration // conductor liveness heartbeat [5s]
+	ScanInterval      time.Duration // how often owned nodes are checked for work [1s]
+	// CallbackTimeout bounds how long a node waits for its agent in
+	// wait call-back, clean wait and inspect wait [30m].
+	CallbackTimeout time.Duration
+	// PowerSyncInterval is how often stable nodes' power state is read back
+	// from their BMC [60s]; negative disables it.
+	PowerSyncInterval time.Duration
+	// AgentHeartbeatTimeout is handed to agents (lookup's heartbeat_timeout);
+	// an agent heartbeats every 0.3–0.6 of it [60s].
+	AgentHeartbeatTimeout time.Duration
+}
+
+func (c *Config) defaults() {
+	if c.Workers <= 0 {
+		c.Workers = 32
+	}
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = 5 * time.Second
+	}
+	if c.ScanInterval <= 0 {
+		c.ScanInterval = time.Second
+	}
+	if c.CallbackTimeout <= 0 {
+		c.CallbackTimeout = 30 * time.Minute
+	}
+	if c.PowerSyncInterval == 0 {
+		c.PowerSyncInterval = time.Minute
+	}
+	if c.AgentHeartbeatTimeout <= 0 {
+		c.AgentHeartbeatTimeout = time.Minute
+	}
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+}
+
+// Conductor acts on the nodes it owns.
+type Conductor struct {
+	cfg Config
+	st  store.Store
+	log *slog.Logger
+
+	mu     sync.Mutex
+	ring   *Ring
+	queued map[string]bool
+	queue  chan string
+
+	// latency of heartbeat → next command, for reporting.
+	lat *latencies
+}
+
+// New builds a conductor; Run starts it.
+func New(cfg Config) *Conductor {
+	cfg.defaults()
+	return &Conductor{
+		cfg:    cfg,
+		st:     cfg.Store,
+		log:    cfg.Log.With("conductor", cfg.Name),
+		ring:   NewRing([]string{cfg.Name}),
+		queued: map[string]bool{},
+		queue:  make(chan string, 65536),
+		lat:    &latencies{},
+	}
+}
+
+// Name is this conductor's name.
+func (c *Conductor) Name() string { return c.cfg.Name }
+
+// Run registers the conductor, recovers what a crash left behind, and acts on
+// owned nodes until ctx ends; then it unregisters so others take over at once.
+func (c *Conductor) Run(ctx context.Context) error {
+	if err := c.st.RegisterConductor(ctx, store.Conductor{Hostname: c.cfg.Name, Group: c.cfg.Group}); err != nil {
+		return fmt.Errorf("register conductor %s: %w", c.cfg.Name, err)
+	}
+	if err := c.refreshRing(ctx); err != nil {
+		return err
+	}
+	c.recover(ctx)
+
+	var wg sync.WaitGroup
+	for range c.cfg.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.worker(ctx)
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c.housekeeping(ctx)
+	}()
+	<-ctx.Done()
+	wg.Wait()
+	unreg, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.st.UnregisterConductor(unreg, c.cfg.Name); err != nil {
+		c.log.Warn("unregister conductor", "err", err)
+	}
+	return nil
+}
+
+// Notify asks for node uuid to be looked at now (a request was recorded, an
+// agent heartbeated). Nodes owned by another conductor are left to it.
+func (c *Conductor) Notify(uuid string) {
+	if !c.owns(uuid) {
+		return
+	}
+	c.enqueue(uuid)
+}
+
+func (c *Conductor) enqueue(uuid string) {
+	c.mu.Lock()
+	if c.queued[uuid] {
+		c.mu.Unlock()
+		return
+	}
+	c.queued[uuid] = true
+	c.mu.Unlock()
+	select {
+	case c.queue <- uuid:
+	default:
+		// The queue is full; the next scan finds the node again.
+		c.mu.Lock()
+		delete(c.queued, uuid)
+		c.mu.Unlock()
+	}
+}
+
+func (c *Conductor) owns(uuid string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ring.Owner(uuid) == c.cfg.Name
+}
+
+// ownsNode also checks the node's conductor group.
+func (c *Conductor) ownsNode(n *proto.Node) bool {
+	return n.ConductorGroup == c.cfg.Group && c.owns(n.UUID)
+}
+
+// refreshRing rebuilds the hash ring from the live conductors of our group.
+func (c *Conductor) refreshRing(ctx context.Context) error {
+	live, err := c.st.ListConductors(ctx, true)
+	if err != nil {
+		return fmt.Errorf("list conductors: %w", err)
+	}
+	var members []string
+	for _, cd := range live {
+		if cd.Group == c.cfg.Group {
+			members = append(members, cd.Hostname)
+		}
+	}
+	if len(members) == 0 {
+		members = []string{c.cfg.Name}
+	}
+	r := NewRing(members)
+	c.mu.Lock()
+	changed := len(r.Members()) != len(c.ring.Members())
+	c.ring = r
+	c.mu.Unlock()
+	if changed {
+		c.log.Info("conductor ring changed", "members", r.Members())
+	}
+	return nil
+}
+
+func (c *Conductor) worker(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case uuid := <-c.queue:
+			c.mu.Lock()
+			delete(c.queued, uuid)
+			c.mu.Unlock()
+			c.process(ctx, uuid)
+		}
+	}
+}
+
+// housekeeping runs the periodic jobs: liveness heartbeat and ring refresh,
+// the scan for work, callback timeouts and power-state sync.
+func (c *Conductor) housekeeping(ctx context.Context) {
+	hb := time.NewTicker(c.cfg.HeartbeatInterval)
+	scan := time.NewTicker(c.cfg.ScanInterval)
+	defer hb.Stop()
+	defer scan.Stop()
+	var powerSync <-chan time.Time
+	if c.cfg.PowerSyncInterval > 0 {
+		t := time.NewTicker(c.cfg.PowerSyncInterval)
+		defer t.Stop()
+		powerSync = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hb.C:
+			if err := c.st.HeartbeatConductor(ctx, c.cfg.Name); err != nil && ctx.Err() == nil {
+				c.log.Warn("conductor heartbeat", "err", err)
+			}
+			if err := c.refreshRing(ctx); err != nil && ctx.Err() == nil {
+				c.log.Warn("refresh ring", "err", err)
+			}
+			if released, err := c.st.ReleaseDead(ctx); err == nil && len(released) > 0 {
+				c.log.Warn("released reservations of dead conductors", "nodes", len(released))
+				for _, u := range released {
+					c.Notify(u)
+				}
+			}
+		case <-scan.C:
+			c.scan(ctx)
+		case <-powerSync:
+			c.syncPower(ctx)
+		}
+	}
+}
+
+// scan queues every owned node that has work: a recorded request, a pending
+// power or boot-device change, an agent heartbeat, or an expired wait.
+func (c *Conductor) scan(ctx context.Context) {
+	nodes, err := c.st.ListNodes(ctx, store.NodeQuery{})
+	if err != nil {
+		if ctx.Err() == nil {
+			c.log.Warn("scan nodes", "err", err)
+		}
+		return
+	}
+	now := time.Now()
+	for _, n := range nodes {
+		if !c.ownsNode(n) || n.Reservation != nil {
+			continue
+		}
+		if hasWork(n) || c.waitExpired(n, now) {
+			c.enqueue(n.UUID)
+		}
+	}
+}
+
+// errNotOwner is returned by process for nodes another conductor owns.
+var errNotOwner = errors.New("node is owned by another conductor")

@@ -1,0 +1,566 @@
+package conductor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/kilnhq/kiln/controller/agentclient"
+	"github.com/kilnhq/kiln/controller/driver"
+	"github.com/kilnhq/kiln/controller/state"
+	"github.com/kilnhq/kiln/proto"
+)
+
+// usesAgent reports whether the node's deploy interface does its work through
+// the ramdisk agent (and so cleaning and deploying boot it).
+func (f *flow) usesAgent() bool {
+	switch f.ifs.Deploy {
+	case "direct", "custom-agent":
+		return true
+	}
+	return false
+}
+
+// startRamdisk boots the agent: boot interface prepares the ramdisk, the
+// machine is (re)started, and the node waits for the agent's first heartbeat.
+func (f *flow) startRamdisk(ctx context.Context, kernelArgs map[string]string) error {
+	n := f.n
+	args := map[string]string{"ipa-api-url": f.c.cfg.APIURL}
+	for k, v := range kernelArgs {
+		args[k] = v
+	}
+	if err := f.ifs.Boot.PrepareRamdisk(ctx, n, driver.RamdiskParams{KernelArgs: args}); err != nil {
+		return fmt.Errorf("Failed to prepare node %s to boot the agent ramdisk: %v", n.UUID, err)
+	}
+	target := proto.PowerRebooting
+	if n.PowerState == nil || *n.PowerState != proto.PowerOn {
+		target = proto.PowerOn
+	}
+	if err := f.setPower(ctx, target, 0); err != nil {
+		return err
+	}
+	return nil
+}
+
+// enterWait moves the node into its wait state with a fresh flow record.
+func (f *flow) enterWait(ctx context.Context, fn func(n *proto.Node)) error {
+	return f.transition(ctx, state.EvWait, func(n *proto.Node) {
+		wipeAgent(n)
+		for _, k := range []string{proto.InfoSteps, proto.InfoStepIndex, proto.InfoStepSent, proto.InfoStepSentAt, proto.InfoHeartbeatPending} {
+			delete(n.DriverInternalInfo, k)
+		}
+		if fn != nil {
+			fn(n)
+		}
+		delete(n.DriverInternalInfo, proto.InfoRequest)
+	})
+}
+
+// startCleaning begins automated (target available) or manual (target
+// manageable) cleaning.
+func (f *flow) startCleaning(ctx context.Context, req map[string]any) error {
+	n := f.n
+	manual := n.TargetProvisionState != nil && *n.TargetProvisionState == proto.StateManageable
+	manualSteps, err := userSteps(req, "clean_steps")
+	if err != nil {
+		return f.fail(ctx, fmt.Sprintf("Node %s: %v", n.UUID, err))
+	}
+	skip := !manual && n.AutomatedClean != nil && !*n.AutomatedClean
+	if skip || !f.usesAgent() {
+		// Nothing to run in-band: automated cleaning is off, or the deploy
+		// interface has no agent (fake).
+		if !skip {
+			if err := fakeDelay(ctx, n, "deploy"); err != nil {
+				return f.fail(ctx, fmt.Sprintf("Cleaning of node %s failed: %v", n.UUID, err))
+			}
+		}
+		return f.transition(ctx, state.EvDone, func(n *proto.Node) { clearFlow(n) })
+	}
+	if err := f.startRamdisk(ctx, nil); err != nil {
+		return f.fail(ctx, err.Error())
+	}
+	return f.enterWait(ctx, func(n *proto.Node) {
+		if manual {
+			n.DriverInternalInfo["kiln_manual_clean_steps"] = manualSteps
+		} else {
+			delete(n.DriverInternalInfo, "kiln_manual_clean_steps")
+		}
+	})
+}
+
+// startDeploy begins deploy or rebuild.
+func (f *flow) startDeploy(ctx context.Context, req map[string]any) error {
+	n := f.n
+	switch f.ifs.Deploy {
+	case "direct":
+		if _, err := imageInfo(n); err != nil {
+			return f.fail(ctx, fmt.Sprintf("Failed to validate deploy for node %s: %v", n.UUID, err))
+		}
+	case "custom-agent":
+	case "ramdisk":
+		if err := f.startRamdisk(ctx, nil); err != nil {
+			return f.fail(ctx, err.Error())
+		}
+		return f.transition(ctx, state.EvDone, func(n *proto.Node) { clearFlow(n) })
+	default:
+		// fake: the instance is "deployed" after the configured delay.
+		if err := fakeDelay(ctx, n, "deploy"); err != nil {
+			return f.fail(ctx, fmt.Sprintf("Deploy of node %s failed: %v", n.UUID, err))
+		}
+		if err := f.setPower(ctx, proto.PowerOn, 0); err != nil {
+			return f.fail(ctx, err.Error())
+		}
+		return f.transition(ctx, state.EvDone, func(n *proto.Node) { clearFlow(n) })
+	}
+	user, err := userSteps(req, "deploy_steps")
+	if err != nil {
+		return f.fail(ctx, fmt.Sprintf("Node %s: %v", n.UUID, err))
+	}
+	if f.ifs.Deploy == "custom-agent" && len(user) == 0 {
+		f.history(ctx, "WARNING", "custom-agent deploy without deploy_steps: only the instance boot runs")
+	}
+	if err := f.startRamdisk(ctx, nil); err != nil {
+		return f.fail(ctx, err.Error())
+	}
+	return f.enterWait(ctx, func(n *proto.Node) {
+		n.DeployStep = proto.Dict{"interface": "deploy", "step": "deploy", "priority": 100, "args": proto.Dict{}}
+		if user != nil {
+			n.DriverInternalInfo["kiln_user_deploy_steps"] = user
+		} else {
+			delete(n.DriverInternalInfo, "kiln_user_deploy_steps")
+		}
+	})
+}
+
+// startDelete tears an instance down (undeploy), then cleans automatically.
+func (f *flow) startDelete(ctx context.Context) error {
+	n := f.n
+	if err := f.setPower(ctx, proto.PowerOff, 0); err != nil {
+		return f.fail(ctx, fmt.Sprintf("Error while tearing down node %s: %v", n.UUID, err))
+	}
+	if err := f.ifs.Boot.CleanUpRamdisk(ctx, n); err != nil {
+		return f.fail(ctx, fmt.Sprintf("Error while tearing down node %s: %v", n.UUID, err))
+	}
+	if err := f.transition(ctx, state.EvClean, func(n *proto.Node) {
+		n.InstanceInfo = proto.Dict{}
+		n.InstanceUUID = nil
+		delete(n.DriverInternalInfo, proto.InfoPartitionUUIDs)
+	}); err != nil {
+		return err
+	}
+	return f.startCleaning(ctx, map[string]any{"verb": "clean"})
+}
+
+// startInspection runs the inspect interface; in-band inspection boots the
+// agent and waits for its inventory.
+func (f *flow) startInspection(ctx context.Context) error {
+	n := f.n
+	if err := f.ifs.Inspect.Validate(ctx, n); err != nil {
+		return f.fail(ctx, fmt.Sprintf("Failed to inspect node %s: %v", n.UUID, err))
+	}
+	res, async, err := f.ifs.Inspect.Inspect(ctx, n)
+	if err != nil {
+		return f.fail(ctx, fmt.Sprintf("Failed to inspect node %s: %v", n.UUID, err))
+	}
+	if !async {
+		if err := f.createPorts(ctx, res.MACs, ""); err != nil {
+			return f.fail(ctx, err.Error())
+		}
+		return f.transition(ctx, state.EvDone, func(n *proto.Node) {
+			for k, v := range res.Properties {
+				n.Properties[k] = v
+			}
+			n.InspectionStartedAt, n.InspectionFinishedAt = proto.Now(), proto.Now()
+			clearFlow(n)
+		})
+	}
+	args := map[string]string{"ipa-inspection-callback-url": strings.TrimSuffix(f.c.cfg.APIURL, "/") + "/v1/continue_inspection"}
+	if err := f.startRamdisk(ctx, args); err != nil {
+		return f.fail(ctx, err.Error())
+	}
+	return f.enterWait(ctx, func(n *proto.Node) {
+		n.InspectionStartedAt = proto.Now()
+		n.InspectionFinishedAt = nil
+		delete(n.DriverInternalInfo, proto.InfoInspectionPending)
+	})
+}
+
+// finishInspection applies the inventory the agent delivered: ports for its
+// PXE interface, properties for scheduling, then powers the machine off.
+func (f *flow) finishInspection(ctx context.Context) error {
+	n := f.n
+	raw, plugin, err := f.c.st.GetInventory(ctx, n.UUID)
+	if err != nil {
+		return f.fail(ctx, fmt.Sprintf("Inspection of node %s: reading the stored inventory: %v", n.UUID, err))
+	}
+	props, macs, pxe, err := summarizeInventory(raw, plugin)
+	if err != nil {
+		return f.fail(ctx, fmt.Sprintf("Inspection of node %s: %v", n.UUID, err))
+	}
+	if err := f.createPorts(ctx, macs, pxe); err != nil {
+		return f.fail(ctx, err.Error())
+	}
+	if err := f.setPower(ctx, proto.PowerOff, 0); err != nil {
+		return f.fail(ctx, err.Error())
+	}
+	_ = f.ifs.Boot.CleanUpRamdisk(ctx, n)
+	if err := f.transition(ctx, state.EvResume, nil); err != nil {
+		return err
+	}
+	return f.transition(ctx, state.EvDone, func(n *proto.Node) {
+		for k, v := range props {
+			n.Properties[k] = v
+		}
+		n.InspectionFinishedAt = proto.Now()
+		clearFlow(n)
+		wipeAgent(n)
+	})
+}
+
+// abortCleanup finishes an abort the API recorded: the node is already in its
+// failed state; stop the agent and power the machine off.
+func (f *flow) abortCleanup(ctx context.Context) error {
+	n := f.n
+	if u := agentOf(n); u.URL != "" && f.c.cfg.Agent != nil {
+		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_ = f.c.cfg.Agent.PowerOff(actx, u)
+		cancel()
+	}
+	err := f.setPower(ctx, proto.PowerOff, 0)
+	_ = f.ifs.Boot.CleanUpRamdisk(ctx, n)
+	return f.update(ctx, func(n *proto.Node) {
+		msg := fmt.Sprintf("Operation aborted by request while node was in %v", n.DriverInternalInfo[proto.InfoRequest].(map[string]any)["from"])
+		if err != nil {
+			msg += "; powering off failed: " + err.Error()
+		}
+		n.LastError = &msg
+		clearFlow(n)
+	})
+}
+
+// continueSteps acts on an agent heartbeat in clean wait or wait call-back.
+func (f *flow) continueSteps(ctx context.Context, kind proto.StepKind) error {
+	n := f.n
+	hbAt := timeOf(n.DriverInternalInfo[proto.InfoHeartbeatPending])
+	if err := f.update(ctx, func(n *proto.Node) { delete(n.DriverInternalInfo, proto.InfoHeartbeatPending) }); err != nil {
+		return err
+	}
+	n = f.n
+	ag := agentOf(n)
+	if ag.URL == "" || f.c.cfg.Agent == nil {
+		return nil
+	}
+	steps, _ := stepsOf(n)
+	if steps == nil {
+		// First heartbeat of a freshly booted agent: learn its steps and plan.
+		res, err := f.c.cfg.Agent.GetSteps(ctx, ag, kind, nodeForAgent(n), f.portsNoErr(ctx))
+		if err != nil {
+			return f.fail(ctx, fmt.Sprintf("Node %s: getting %s steps from the agent at %s failed: %v", n.UUID, kind, ag.URL, err))
+		}
+		plan, err := f.plan(kind, agentSteps(res))
+		if err != nil {
+			return f.fail(ctx, fmt.Sprintf("Node %s: %v", n.UUID, err))
+		}
+		if err := f.update(ctx, func(n *proto.Node) {
+			cacheKey := proto.InfoCachedCleanSteps
+			if kind == proto.StepDeploy {
+				cacheKey = proto.InfoCachedDeploySteps
+			}
+			n.DriverInternalInfo[cacheKey] = res.Steps
+			n.DriverInternalInfo[proto.InfoCachedStepsVersions] = res.HardwareManagerVersion
+			n.DriverInternalInfo[proto.InfoSteps] = plan
+			n.DriverInternalInfo[proto.InfoStepIndex] = 0
+			n.DriverInternalInfo[proto.InfoStepSent] = false
+		}); err != nil {
+			return err
+		}
+		return f.runSteps(ctx, kind, hbAt)
+	}
+	idx, sent := stepIndex(n)
+	if !sent || idx >= len(steps) {
+		return f.runSteps(ctx, kind, hbAt)
+	}
+	cmds, err := f.c.cfg.Agent.Commands(ctx, ag)
+	if err != nil {
+		// An agent that cannot be asked is waited for; the heartbeat
+		// timeout fails the node if it stays silent.
+		f.c.log.Warn("read agent commands", "node", n.UUID, "agent", ag.URL, "err", err)
+		return nil
+	}
+	cur := steps[idx]
+	st := agentclient.LastStepStatus(cmds, kind, cur)
+	switch st.State {
+	case agentclient.StepWait:
+		return nil
+	case agentclient.StepFailed:
+		return f.fail(ctx, fmt.Sprintf("Agent returned error for %s step %s on node %s: %s", kind, stepLabel(cur), n.UUID, st.Error))
+	case agentclient.StepVersionMismatch:
+		if kind == proto.StepClean && !isManualClean(n) {
+			// Automated cleaning restarts with the agent's current steps.
+			f.history(ctx, "WARNING", "agent hardware managers changed; restarting automated cleaning")
+			return f.update(ctx, func(n *proto.Node) {
+				delete(n.DriverInternalInfo, proto.InfoSteps)
+				n.DriverInternalInfo[proto.InfoHeartbeatPending] = time.Now().UTC().Format(time.RFC3339Nano)
+			})
+		}
+		return f.fail(ctx, fmt.Sprintf("Node %s: the agent's hardware managers changed during %s: %s", n.UUID, kind, st.Error))
+	case agentclient.StepFresh:
+		if !cur.RebootRequested {
+			return f.fail(ctx, fmt.Sprintf("Node %s: the agent restarted while %s step %s was running", n.UUID, kind, stepLabel(cur)))
+		}
+	case agentclient.StepSucceeded:
+	}
+	if err := f.update(ctx, func(n *proto.Node) {
+		n.DriverInternalInfo[proto.InfoStepIndex] = idx + 1
+		n.DriverInternalInfo[proto.InfoStepSent] = false
+	}); err != nil {
+		return err
+	}
+	return f.runSteps(ctx, kind, hbAt)
+}
+
+func (f *flow) portsNoErr(ctx context.Context) []*proto.Port {
+	p, err := f.portsForAgent(ctx)
+	if err != nil {
+		f.c.log.Warn("list ports", "node", f.n.UUID, "err", err)
+	}
+	if p == nil {
+		p = []*proto.Port{}
+	}
+	return p
+}
+
+func isManualClean(n *proto.Node) bool {
+	return n.TargetProvisionState != nil && *n.TargetProvisionState == proto.StateManageable
+}
+
+// plan builds the step list of a flow once the agent's steps are known.
+func (f *flow) plan(kind proto.StepKind, agent []proto.Step) ([]proto.StepCall, error) {
+	n := f.n
+	if kind == proto.StepClean {
+		manual, err := decodeSteps(n.DriverInternalInfo["kiln_manual_clean_steps"])
+		if err != nil {
+			return nil, err
+		}
+		return buildCleanSteps(agent, manual, isManualClean(n))
+	}
+	user, err := decodeSteps(n.DriverInternalInfo["kiln_user_deploy_steps"])
+	if err != nil {
+		return nil, err
+	}
+	var args map[string]any
+	if f.ifs.Deploy == "direct" {
+		info, err := imageInfo(n)
+		if err != nil {
+			return nil, err
+		}
+		cd, err := configDriveFor(n)
+		if err != nil {
+			return nil, fmt.Errorf("building the config drive: %w", err)
+		}
+		args = map[string]any{"image_info": info}
+		if cd != "" {
+			args["configdrive"] = cd
+		}
+	}
+	return buildDeploySteps(f.ifs.Deploy, agent, user, args), nil
+}
+
+func decodeSteps(v any) ([]proto.StepCall, error) {
+	if v == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var out []proto.StepCall
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, fmt.Errorf("invalid stored steps: %w", err)
+	}
+	return out, nil
+}
+
+func stepsOf(n *proto.Node) ([]proto.StepCall, error) {
+	return decodeSteps(n.DriverInternalInfo[proto.InfoSteps])
+}
+
+func stepIndex(n *proto.Node) (int, bool) {
+	idx := 0
+	switch v := n.DriverInternalInfo[proto.InfoStepIndex].(type) {
+	case float64:
+		idx = int(v)
+	case int:
+		idx = v
+	case json.Number:
+		i, _ := v.Int64()
+		idx = int(i)
+	}
+	sent, _ := n.DriverInternalInfo[proto.InfoStepSent].(bool)
+	return idx, sent
+}
+
+func stepLabel(s proto.StepCall) string { return s.Interface + "." + s.Step.Step }
+
+func stepDict(s proto.StepCall) proto.Dict {
+	args := proto.Dict{}
+	for k, v := range s.Args {
+		if k == "configdrive" {
+			v = "******"
+		}
+		args[k] = v
+	}
+	return proto.Dict{"interface": s.Interface, "step": s.Step.Step, "priority": s.Priority, "args": args}
+}
+
+// runSteps executes the plan from the current index: conductor steps run
+// here, the next agent step is handed to the agent (and the node waits for a
+// heartbeat), and once all are done the flow finishes.
+func (f *flow) runSteps(ctx context.Context, kind proto.StepKind, heartbeatAt time.Time) error {
+	steps, err := stepsOf(f.n)
+	if err != nil {
+		return f.fail(ctx, fmt.Sprintf("Node %s: %v", f.n.UUID, err))
+	}
+	work := proto.StateCleaning
+	if kind == proto.StepDeploy {
+		work = proto.StateDeploying
+	}
+	for {
+		idx, _ := stepIndex(f.n)
+		if idx >= len(steps) {
+			return f.finishSteps(ctx, kind)
+		}
+		cur := steps[idx]
+		if kind == proto.StepDeploy && isConductorStep(cur) {
+			if f.n.ProvisionState != work {
+				if err := f.transition(ctx, state.EvResume, nil); err != nil {
+					return err
+				}
+			}
+			if err := f.update(ctx, func(n *proto.Node) { n.DeployStep = stepDict(cur) }); err != nil {
+				return err
+			}
+			if err := f.conductorStep(ctx, cur); err != nil {
+				return f.fail(ctx, fmt.Sprintf("Deploy step %s failed on node %s: %v", stepLabel(cur), f.n.UUID, err))
+			}
+			if err := f.update(ctx, func(n *proto.Node) { n.DriverInternalInfo[proto.InfoStepIndex] = idx + 1 }); err != nil {
+				return err
+			}
+			continue
+		}
+		// An agent step: hand it over and wait for the heartbeat that says it is done.
+		versions := map[string]string{}
+		if v, ok := f.n.DriverInternalInfo[proto.InfoCachedStepsVersions].(map[string]any); ok {
+			for k, s := range v {
+				versions[k], _ = s.(string)
+			}
+		}
+		ag := agentOf(f.n)
+		_, err := f.c.cfg.Agent.ExecuteStep(ctx, ag, kind, cur, nodeForAgent(f.n), f.portsNoErr(ctx), versions)
+		if !heartbeatAt.IsZero() {
+			f.c.lat.add(time.Since(heartbeatAt))
+			heartbeatAt = time.Time{}
+		}
+		if err != nil {
+			return f.fail(ctx, fmt.Sprintf("Node %s: starting %s step %s on the agent at %s failed: %v", f.n.UUID, kind, stepLabel(cur), ag.URL, err))
+		}
+		return f.update(ctx, func(n *proto.Node) {
+			if n.ProvisionState == work {
+				_ = move(n, state.EvWait)
+			}
+			n.DriverInternalInfo[proto.InfoStepSent] = true
+			n.DriverInternalInfo[proto.InfoStepSentAt] = time.Now().UTC().Format(time.RFC3339Nano)
+			if kind == proto.StepClean {
+				n.CleanStep = stepDict(cur)
+			} else {
+				n.DeployStep = stepDict(cur)
+			}
+		})
+	}
+}
+
+// conductorStep runs one of the deploy interface's own steps.
+func (f *flow) conductorStep(ctx context.Context, s proto.StepCall) error {
+	n := f.n
+	switch s.Step.Step {
+	case "prepare_instance_boot":
+		if f.ifs.Deploy == "direct" {
+			if uuids, err := f.c.cfg.Agent.GetPartitionUUIDs(ctx, agentOf(n)); err == nil {
+				_ = f.update(ctx, func(n *proto.Node) { n.DriverInternalInfo[proto.InfoPartitionUUIDs] = uuids })
+			} else {
+				f.c.log.Warn("get partition UUIDs", "node", n.UUID, "err", err)
+			}
+		}
+		if err := f.ifs.Boot.PrepareInstance(ctx, f.n); err != nil {
+			return err
+		}
+		return f.ifs.Management.SetBootDevice(ctx, f.n, "disk", true)
+	case "tear_down_agent":
+		if ag := agentOf(n); ag.URL != "" {
+			actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			err := f.c.cfg.Agent.PowerOff(actx, ag)
+			cancel()
+			if err != nil {
+				f.c.log.Info("agent power off failed; powering off through the BMC", "node", n.UUID, "err", err)
+			}
+		}
+		return f.setPower(ctx, proto.PowerOff, 0)
+	case "switch_to_tenant_network":
+		return nil
+	case "boot_instance":
+		return f.setPower(ctx, proto.PowerOn, 0)
+	}
+	return fmt.Errorf("unknown conductor step %s", stepLabel(s))
+}
+
+// finishSteps ends a clean or deploy flow whose steps all succeeded.
+func (f *flow) finishSteps(ctx context.Context, kind proto.StepKind) error {
+	n := f.n
+	if kind == proto.StepClean {
+		if ag := agentOf(n); ag.URL != "" {
+			actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			_ = f.c.cfg.Agent.PowerOff(actx, ag)
+			cancel()
+		}
+		if err := f.setPower(ctx, proto.PowerOff, 0); err != nil {
+			return f.fail(ctx, fmt.Sprintf("Failed to tear down cleaning on node %s: %v", n.UUID, err))
+		}
+		_ = f.ifs.Boot.CleanUpRamdisk(ctx, f.n)
+	}
+	if f.n.ProvisionState == proto.StateCleanWait || f.n.ProvisionState == proto.StateDeployWait {
+		if err := f.transition(ctx, state.EvResume, nil); err != nil {
+			return err
+		}
+	}
+	return f.transition(ctx, state.EvDone, func(n *proto.Node) {
+		clearFlow(n)
+		wipeAgent(n)
+		delete(n.DriverInternalInfo, "kiln_manual_clean_steps")
+		delete(n.DriverInternalInfo, "kiln_user_deploy_steps")
+	})
+}
+
+// fakeDelay models the time a fake-hardware operation takes.
+func fakeDelay(ctx context.Context, n *proto.Node, iface string) error {
+	d := secondsOf(n.DriverInfo["fake_"+iface+"_delay"])
+	if s, ok := n.DriverInfo["fake_"+iface+"_delay"].(string); ok {
+		var f float64
+		fmt.Sscanf(s, "%g", &f)
+		d = time.Duration(f * float64(time.Second))
+	}
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	if msg, ok := n.DriverInfo["fake_"+iface+"_error"].(string); ok && msg != "" {
+		return fmt.Errorf("%s", msg)
+	}
+	return nil
+}
