@@ -323,7 +323,9 @@ func TestWrappers(t *testing.T) {
 				return string(b), err
 			}},
 		{name: "rescue.finalize_rescue", wait: "true", params: map[string]any{"rescue_password": "$6$x", "hashed": true},
-			run: func(c *Client, a Agent) (any, error) { return nil, c.FinalizeRescue(context.Background(), a, "$6$x", true) }},
+			run: func(c *Client, a Agent) (any, error) {
+				return nil, c.FinalizeRescue(context.Background(), a, "$6$x", true)
+			}},
 		{name: "system.lockdown", wait: "true", params: map[string]any{},
 			run: func(c *Client, a Agent) (any, error) { return nil, c.Lockdown(context.Background(), a) }},
 	}
