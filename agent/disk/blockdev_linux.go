@@ -93,7 +93,7 @@ func syncKernelPartitions(f *os.File) error {
 	}
 	want := map[int]kernelPart{}
 	t, err := readTable(f)
-	if err != nil && !errors.Is(err, errNoTable) {
+	if err != nil && !errors.Is(err, ErrNoTable) {
 		return err
 	}
 	for _, p := range t.Partitions {

@@ -56,8 +56,8 @@ var gptRootTypes = map[string]bool{
 	"1DE3F1EF-FA98-47B5-8DCD-4A860A654D78": true, // ppc64le
 }
 
-// errNoTable is returned when a disk has neither a valid GPT nor an MBR.
-var errNoTable = errors.New("no partition table")
+// ErrNoTable is returned when a disk has neither a valid GPT nor an MBR.
+var ErrNoTable = errors.New("no partition table")
 
 // ReadTable reads the GPT (falling back to the backup copy when the
 // primary is damaged) or else the MBR of dev, which may be a block device
@@ -76,21 +76,27 @@ func ReadTable(dev string) (Table, error) {
 }
 
 func readTable(f *os.File) (Table, error) {
-	ss := sectorSize(f)
 	size, err := deviceSize(f)
 	if err != nil {
 		return Table{}, err
 	}
-	g, err := readGPT(f, ss, size)
+	return ReadTableFrom(f, size, sectorSize(f))
+}
+
+// ReadTableFrom reads a partition table from any reader of a disk of size
+// bytes with the given logical sector size. It returns an error wrapping
+// ErrNoTable when there is neither a GPT nor an MBR partition table.
+func ReadTableFrom(r io.ReaderAt, size int64, sectorSize int) (Table, error) {
+	g, err := readGPT(r, sectorSize, size)
 	if err == nil {
 		return g.table(), nil
 	}
-	m, merr := readMBR(f, ss)
-	if merr != nil || m.protective {
-		if merr == nil {
-			return Table{}, fmt.Errorf("protective MBR but no valid GPT: %w", err)
-		}
-		return Table{}, errNoTable
+	m, merr := readMBR(r, sectorSize)
+	if merr != nil {
+		return Table{}, ErrNoTable
+	}
+	if m.protective {
+		return Table{}, fmt.Errorf("protective MBR but no valid GPT: %w", err)
 	}
 	return m.table, nil
 }
@@ -154,7 +160,7 @@ func parseGPTHeader(b []byte) (gptHeader, error) {
 		entrySize:   binary.LittleEndian.Uint32(b[84:88]),
 		entriesCRC:  binary.LittleEndian.Uint32(b[88:92]),
 	}
-	if h.entrySize < 128 || h.entrySize%8 != 0 || h.numEntries == 0 || h.numEntries > 4096 {
+	if h.entrySize < 128 || h.entrySize > 1024 || h.entrySize%8 != 0 || h.numEntries == 0 || h.numEntries > 4096 {
 		return gptHeader{}, fmt.Errorf("GPT entry array %d×%d invalid", h.numEntries, h.entrySize)
 	}
 	return h, nil
@@ -205,6 +211,9 @@ func readGPTAt(r io.ReaderAt, ss int, lba uint64) (gptHeader, []byte, error) {
 // readGPT reads the primary GPT, or the backup at the last LBA when the
 // primary is damaged (the backup is then presented as the primary would be).
 func readGPT(r io.ReaderAt, ss int, size int64) (*gpt, error) {
+	if ss < 512 || size < 3*int64(ss) {
+		return nil, fmt.Errorf("disk of %d bytes too small for a GPT", size)
+	}
 	last := uint64(size/int64(ss)) - 1
 	h, entries, perr := readGPTAt(r, ss, 1)
 	if perr != nil {
@@ -308,7 +317,7 @@ func readMBR(r io.ReaderAt, ss int) (*mbr, error) {
 		return nil, fmt.Errorf("read MBR: %w", err)
 	}
 	if b[510] != 0x55 || b[511] != 0xaa {
-		return nil, errNoTable
+		return nil, ErrNoTable
 	}
 	sig := binary.LittleEndian.Uint32(b[440:444])
 	m := &mbr{sector: b, table: Table{Type: "dos", DiskID: fmt.Sprintf("%08x", sig), SectorSize: ss}}
@@ -318,7 +327,7 @@ func readMBR(r io.ReaderAt, ss int) (*mbr, error) {
 		start := binary.LittleEndian.Uint32(e[8:12])
 		n := binary.LittleEndian.Uint32(e[12:16])
 		if e[0] != 0 && e[0] != 0x80 {
-			return nil, errNoTable // a boot sector (FAT, …), not a partition table
+			return nil, ErrNoTable // a boot sector (FAT, …), not a partition table
 		}
 		if typ == 0 || n == 0 {
 			continue
