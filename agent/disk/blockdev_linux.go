@@ -67,20 +67,21 @@ func rereadFile(ctx context.Context, f *os.File) error {
 
 type kernelPart struct{ start, size int64 } // bytes
 
-// syncKernelPartitions compares sysfs' partitions of f with its table and
-// fixes the difference with BLKPG.
-func syncKernelPartitions(f *os.File) error {
-	real, err := filepath.EvalSymlinks(f.Name())
+// KernelPartitions lists the partitions the kernel currently has for dev
+// (from sysfs), which can differ from the table on the disk: numbers,
+// starts and sizes only.
+func KernelPartitions(dev string) ([]Partition, error) {
+	real, err := filepath.EvalSymlinks(dev)
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("kernel partitions of %s: %w", dev, err)
 	}
 	name := filepath.Base(real)
-	sysDir := filepath.Join("/sys/class/block", name)
-	have := map[int]kernelPart{}
+	sysDir := filepath.Join(DefaultSysRoot, "class/block", name)
 	entries, err := os.ReadDir(sysDir)
 	if err != nil {
-		return fmt.Errorf("list kernel partitions: %w", err)
+		return nil, fmt.Errorf("kernel partitions of %s: %w", dev, err)
 	}
+	var parts []Partition
 	for _, e := range entries {
 		d := filepath.Join(sysDir, e.Name())
 		n, err := strconv.Atoi(readString(filepath.Join(d, "partition")))
@@ -89,7 +90,21 @@ func syncKernelPartitions(f *os.File) error {
 		}
 		start, _ := strconv.ParseInt(readString(filepath.Join(d, "start")), 10, 64)
 		size, _ := strconv.ParseInt(readString(filepath.Join(d, "size")), 10, 64)
-		have[n] = kernelPart{start * 512, size * 512}
+		parts = append(parts, Partition{Number: n, Start: start * 512, Size: size * 512, Name: e.Name()})
+	}
+	return parts, nil
+}
+
+// syncKernelPartitions compares the kernel's partitions of f with its
+// table and fixes the difference with BLKPG.
+func syncKernelPartitions(f *os.File) error {
+	kparts, err := KernelPartitions(f.Name())
+	if err != nil {
+		return err
+	}
+	have := map[int]kernelPart{}
+	for _, p := range kparts {
+		have[p.Number] = kernelPart{p.Start, p.Size}
 	}
 	want := map[int]kernelPart{}
 	t, err := readTable(f)
