@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -41,11 +42,24 @@ func Image(t testing.TB, size int64) string {
 // loop devices cannot exist here (not root, no loop driver).
 func Attach(t testing.TB, img string) string {
 	t.Helper()
+	return attach(t, img, "--partscan")
+}
+
+// AttachRange puts size bytes of img from off on a loop device of their
+// own (no partition scan): how a test looks at what a partition held after
+// its table is gone.
+func AttachRange(t testing.TB, img string, off, size int64) string {
+	t.Helper()
+	return attach(t, img, "--offset", strconv.FormatInt(off, 10), "--sizelimit", strconv.FormatInt(size, 10))
+}
+
+func attach(t testing.TB, img string, opts ...string) string {
+	t.Helper()
 	Need(t, "losetup")
 	if os.Geteuid() != 0 {
 		t.Skip("loop devices need root")
 	}
-	out, err := exec.Command("losetup", "--find", "--show", "--partscan", img).CombinedOutput()
+	out, err := exec.Command("losetup", append(append([]string{"--find", "--show"}, opts...), img)...).CombinedOutput()
 	if err != nil {
 		if _, serr := os.Stat("/dev/loop-control"); serr != nil {
 			t.Skipf("no loop device support: %v", serr)
