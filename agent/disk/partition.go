@@ -299,13 +299,13 @@ func addGPTConfigDrive(f *os.File) (Partition, error) {
 	end := uint64(start) + MaxConfigDriveSize/uint64(ss) - 1
 	slot := -1
 	es := int(g.primary.entrySize)
+	if start < int64(g.primary.firstUsable) {
+		return Partition{}, fmt.Errorf("disk of %d bytes is too small for a %d MiB config drive partition", size, MaxConfigDriveSize>>20)
+	}
 	for _, p := range g.table().Partitions {
 		if end := (p.Start + p.Size) / ss; end > start {
 			return Partition{}, fmt.Errorf("no room for a %d MiB config drive partition at the end of the disk: partition %d ends at LBA %d", MaxConfigDriveSize>>20, p.Number, end-1)
 		}
-	}
-	if start < int64(g.primary.firstUsable) {
-		return Partition{}, fmt.Errorf("disk of %d bytes is too small for a config drive partition", size)
 	}
 	for i := 0; i < int(g.primary.numEntries); i++ {
 		if allZero(g.entries[i*es : i*es+16]) {

@@ -267,8 +267,12 @@ func TestWriteConfigDriveExistingPartition(t *testing.T) {
 
 func TestWriteConfigDriveErrors(t *testing.T) {
 	ctx := context.Background()
-	img := wholeDiskImage(t, 24*mib, 24*mib) // root fills the disk
-	if _, err := WriteConfigDrive(ctx, guard(img), img, strings.NewReader("x"), 1); err == nil || !strings.Contains(err.Error(), "no room") {
+	img := wholeDiskImage(t, 24*mib, 24*mib)
+	if _, err := WriteConfigDrive(ctx, guard(img), img, strings.NewReader("x"), 1); err == nil || !strings.Contains(err.Error(), "too small") {
+		t.Errorf("small disk: %v", err)
+	}
+	full := wholeDiskImage(t, 200*mib, 200*mib) // root fills the disk
+	if _, err := WriteConfigDrive(ctx, guard(full), full, strings.NewReader("x"), 1); err == nil || !strings.Contains(err.Error(), "no room") {
 		t.Errorf("full disk: %v", err)
 	}
 	if _, err := WriteConfigDrive(ctx, guard(img), img, strings.NewReader(""), MaxConfigDriveSize+1); err == nil || !strings.Contains(err.Error(), "bytes, want 1 to") {
@@ -312,5 +316,43 @@ func TestRereadPartitions(t *testing.T) {
 	}
 	if part(2) {
 		t.Fatal("partition 2 still present after the table was zapped")
+	}
+}
+
+// TestFixBackupGPT4KSectors grows a 4Kn disk from 16 to 100 MiB under its GPT (the loop
+// device's backing file is enlarged and the capacity re-read), as when an
+// image is written to a larger 4Kn drive.
+func TestFixBackupGPT4KSectors(t *testing.T) {
+	looptest.Need(t, "sgdisk")
+	img := looptest.Image(t, 16*mib)
+	dev := looptest.Attach(t, img, "--sector-size", "4096")
+	looptest.Run(t, "sgdisk", "-n1:0:+4M", "-t1:ef00", "-n2:0:0", dev)
+	if err := os.Truncate(img, 100*mib); err != nil {
+		t.Fatal(err)
+	}
+	looptest.Run(t, "losetup", "--set-capacity", dev)
+	if out := sgdiskVerify(t, dev); strings.Contains(out, "No problems found") {
+		t.Fatalf("precondition: no problem found after growing:\n%s", out)
+	}
+	if changed, err := FixBackupGPT(context.Background(), guard(dev), dev); err != nil || !changed {
+		t.Fatalf("FixBackupGPT = %v, %v", changed, err)
+	}
+	if out := sgdiskVerify(t, dev); !strings.Contains(out, "No problems found") {
+		t.Fatalf("sgdisk -v after fix:\n%s", out)
+	}
+	tb, err := ReadTable(dev)
+	if err != nil || tb.SectorSize != 4096 || len(tb.Partitions) != 2 || tb.Partitions[0].Start != mib {
+		t.Fatalf("table %+v, %v", tb, err)
+	}
+	iso := configISO(t)
+	p, err := WriteConfigDrive(context.Background(), guard(dev), dev, bytes.NewReader(iso), int64(len(iso)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Number != 3 || p.Start%4096 != 0 || p.Start+p.Size > 100*mib {
+		t.Errorf("config drive partition %+v", p)
+	}
+	if out := sgdiskVerify(t, dev); !strings.Contains(out, "No problems found") {
+		t.Fatalf("sgdisk -v after config drive:\n%s", out)
 	}
 }

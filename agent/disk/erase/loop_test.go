@@ -94,7 +94,7 @@ func writeMDSuperblock(t *testing.T, dev, version string) {
 		le.PutUint32(sb[0:], 0xa92b4efc)
 		le.PutUint32(sb[8:], 90)
 		le.PutUint32(sb[20:], 0x6b696c6e) // set_uuid0
-		le.PutUint32(sb[28:], 1)           // raid1
+		le.PutUint32(sb[28:], 1)          // raid1
 		off = (size &^ (64<<10 - 1)) - 64<<10
 		le.PutUint32(sb[32:], uint32(off>>10)) // data size in KiB: up to the superblock
 		le.PutUint32(sb[36:], 2)

@@ -37,12 +37,12 @@ func Image(t testing.TB, size int64) string {
 	return p
 }
 
-// Attach puts img on a loop device with partition scanning and returns its
-// path; the device is detached when the test ends. Tests skip only when
+// Attach puts img on a loop device with partition scanning (and any extra
+// losetup options) and returns its path; the device is detached when the test ends. Tests skip only when
 // loop devices cannot exist here (not root, no loop driver).
-func Attach(t testing.TB, img string) string {
+func Attach(t testing.TB, img string, opts ...string) string {
 	t.Helper()
-	return attach(t, img, "--partscan")
+	return attach(t, img, append([]string{"--partscan"}, opts...)...)
 }
 
 // AttachRange puts size bytes of img from off on a loop device of their
