@@ -150,7 +150,7 @@ func readDevice(dir, name string, kind Kind, opts EnumerateOptions) (Device, err
 		Kind:            kind,
 	}
 	dev := filepath.Join(dir, "device")
-	d.Model = firstNonEmpty(readString(filepath.Join(dev, "model")), readString(filepath.Join(dir, "md/level")))
+	d.Model = readString(filepath.Join(dev, "model"))
 	d.Vendor = readString(filepath.Join(dev, "vendor"))
 	d.Serial = firstNonEmpty(
 		readString(filepath.Join(dev, "serial")),

@@ -54,7 +54,6 @@ func TestEnumerateFixture(t *testing.T) {
 		{byName["/dev/sdc"].Tran, "usb", "sdc tran"},
 		{byName["/dev/sdc"].Removable, true, "sdc removable"},
 		{byName["/dev/md0"].Kind, KindMD, "md0 kind"},
-		{byName["/dev/md0"].Model, "raid1", "md0 model"},
 		{byName["/dev/loop0"].Kind, KindLoop, "loop0 kind"},
 	}
 	for _, c := range checks {

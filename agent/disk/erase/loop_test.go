@@ -1,6 +1,7 @@
 package erase
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"log/slog"
@@ -279,5 +280,32 @@ func TestFullEraseOnLoop(t *testing.T) {
 	}
 	if _, err := newEraser("/dev/loop-other").Full(t.Context(), dev); err == nil || !strings.Contains(err.Error(), "refusing") {
 		t.Errorf("guard: %v", err)
+	}
+}
+
+func TestLinuxDiskDiscardOnLoop(t *testing.T) {
+	img := looptest.Image(t, 8*mib)
+	os.WriteFile(img, bytes.Repeat([]byte{0xaa}, 8*mib), 0o644)
+	dev := looptest.Attach(t, img)
+	d, err := Open(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if !d.CanDiscard() {
+		t.Skip("this kernel's loop driver does not discard")
+	}
+	if d.NVMe() != nil || d.ATA() != nil || d.SectorSize() != 512 || d.Size() != 8*mib {
+		t.Errorf("loop device: nvme %v ata %v sector %d size %d", d.NVMe(), d.ATA(), d.SectorSize(), d.Size())
+	}
+	if err := d.Discard(t.Context(), mib, 2*mib); err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 4*mib)
+	if _, err := d.ReadAt(b, 0); err != nil {
+		t.Fatal(err)
+	}
+	if b[mib-1] != 0xaa || firstNonZero(b[mib:3*mib]) >= 0 || b[3*mib] != 0xaa {
+		t.Errorf("discard of [1 MiB, 3 MiB) did not zero exactly that range")
 	}
 }

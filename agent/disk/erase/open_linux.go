@@ -20,17 +20,24 @@ import (
 // Open opens a whole-disk block device for erasing with the Linux ioctls:
 // O_DIRECT reads and writes, BLKDISCARD, BLKZEROOUT, NVMe admin passthrough
 // on nvme* namespaces and SG_IO ATA PASS-THROUGH on sd* disks.
+//
+// Image files are opened without O_DIRECT: their page cache is their
+// content, and their sizes need not be sector multiples.
 func Open(path string) (Disk, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|unix.O_DIRECT, 0)
-	direct := true
-	if errors.Is(err, unix.EINVAL) { // a file system without O_DIRECT
-		f, err = os.OpenFile(path, os.O_RDWR, 0)
-		direct = false
-	}
+	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	d := &linuxDisk{f: f, path: path, direct: direct, ss: 512}
+	block := fi.Mode()&os.ModeDevice != 0 && fi.Mode()&os.ModeCharDevice == 0
+	flags := os.O_RDWR
+	if block {
+		flags |= unix.O_DIRECT
+	}
+	f, err := os.OpenFile(path, flags, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	d := &linuxDisk{f: f, path: path, direct: block, block: block, ss: 512}
 	if n, err := unix.IoctlGetInt(int(f.Fd()), unix.BLKSSZGET); err == nil && n >= 512 {
 		d.ss = n
 	}
@@ -41,8 +48,6 @@ func Open(path string) (Disk, error) {
 	if real, err := filepath.EvalSymlinks(path); err == nil {
 		d.name = filepath.Base(real)
 	}
-	fi, err := f.Stat()
-	d.block = err == nil && fi.Mode()&os.ModeDevice != 0
 	return d, nil
 }
 

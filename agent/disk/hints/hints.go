@@ -317,7 +317,7 @@ func (h Hint) Match(d disk.Device) bool {
 		return matchSize(d.Size>>30, h)
 	}
 	v := deviceString(d, h.Key)
-	if v == "" {
+	if v == "" || len(h.Values) == 0 {
 		return false
 	}
 	v = quote(strings.ToLower(v))
@@ -351,6 +351,9 @@ func (h Hint) Match(d disk.Device) bool {
 }
 
 func matchSize(gib int64, h Hint) bool {
+	if len(h.Values) == 0 {
+		return false
+	}
 	if h.Op == OpOr {
 		return slices.Contains(h.Values, strconv.FormatInt(gib, 10))
 	}
