@@ -77,8 +77,8 @@ func notRoot(p Partition) bool {
 // disk larger than the image leaves its backup GPT in the middle of the
 // disk, where firmware and the kernel call the table corrupt and no new
 // partition can use the tail. A damaged primary is rebuilt from the
-// backup. It reports whether anything was written; MBR disks are left
-// alone. Call RereadPartitions afterwards.
+// backup. It reports whether anything was written; MBR disks and disks
+// without a partition table are left alone. Call RereadPartitions afterwards.
 func FixBackupGPT(ctx context.Context, g Guard, dev string) (bool, error) {
 	if err := g.Check(dev); err != nil {
 		return false, err
@@ -103,10 +103,10 @@ func fixBackupGPT(f *os.File) (bool, error) {
 	}
 	g, err := readGPT(f, ss, size)
 	if err != nil {
-		if m, merr := readMBR(f, ss); merr == nil && !m.protective {
-			return false, nil
+		if m, merr := readMBR(f, ss); merr == nil && m.protective {
+			return false, fmt.Errorf("protective MBR but neither GPT copy is valid: %w", err)
 		}
-		return false, err
+		return false, nil // an MBR disk, or no table: nothing to fix
 	}
 	last := uint64(size/int64(ss)) - 1
 	if g.backup != nil && g.primary.altLBA == last && g.primary.myLBA == 1 && !g.fromBackup {
@@ -388,4 +388,18 @@ func addMBRConfigDrive(f *os.File) (Partition, error) {
 		Number: slot + 1, Start: start * ss, Size: count * ss, Type: "0x83",
 		UUID: fmt.Sprintf("%s-%02d", m.table.DiskID, slot+1),
 	}, nil
+}
+
+// AfterWriteImage does what IPA does once a whole-disk image is on dev:
+// moves the backup GPT to the end of the disk, makes the kernel's
+// partitions match the new table, and returns the root and EFI partition
+// UUIDs (an image without partitions is an error).
+func AfterWriteImage(ctx context.Context, g Guard, dev string) (BootUUIDs, error) {
+	if _, err := FixBackupGPT(ctx, g, dev); err != nil {
+		return BootUUIDs{}, err
+	}
+	if err := RereadPartitions(ctx, dev); err != nil {
+		return BootUUIDs{}, err
+	}
+	return PartitionUUIDs(dev)
 }

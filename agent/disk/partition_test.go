@@ -356,3 +356,30 @@ func TestFixBackupGPT4KSectors(t *testing.T) {
 		t.Fatalf("sgdisk -v after config drive:\n%s", out)
 	}
 }
+
+func TestAfterWriteImage(t *testing.T) {
+	img := wholeDiskImage(t, 24*mib, 96*mib)
+	dev := looptest.Attach(t, img)
+	u, err := AfterWriteImage(context.Background(), guard(dev), dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.RootNumber != 2 || u.EFINumber != 1 || u.Root == "" || u.EFI == "" {
+		t.Errorf("UUIDs %+v", u)
+	}
+	if out := sgdiskVerify(t, dev); !strings.Contains(out, "No problems found") {
+		t.Errorf("sgdisk -v:\n%s", out)
+	}
+	kp, err := KernelPartitions(dev)
+	if err != nil || len(kp) != 2 {
+		t.Errorf("kernel partitions %v, %v", kp, err)
+	}
+	out := looptest.Output("blkid", "-p", "-o", "export", dev+"p2")
+	if !strings.Contains(strings.ToLower(out), "part_entry_uuid="+u.Root) {
+		t.Errorf("blkid of root partition does not show PART_ENTRY_UUID=%s:\n%s", u.Root, out)
+	}
+	blank := looptest.Attach(t, looptest.Image(t, 8*mib))
+	if _, err := AfterWriteImage(context.Background(), guard(blank), blank); err == nil || !strings.Contains(err.Error(), "no partition table") {
+		t.Errorf("image without partitions: %v", err)
+	}
+}

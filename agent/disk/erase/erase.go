@@ -175,24 +175,17 @@ func (e *Eraser) erase(ctx context.Context, dev string, plan func(Caps) (Method,
 	log.InfoContext(ctx, "erasing disk", "device", dev, "method", res.Method, "reason", res.Reason)
 	start := time.Now()
 
-	var regions []region
-	if res.Method == MetadataOnly {
-		regions, err = metadataRegions(d)
-		if err != nil {
-			return res, fmt.Errorf("erase %s: %w", dev, err)
-		}
-	}
-	v, err := newVerifier(d, res.Method, regions, e.samples())
+	v, err := Arm(d, res.Method, e.samples())
 	if err != nil {
 		return res, fmt.Errorf("erase %s: before %s: %w", dev, res.Method, err)
 	}
-	if err := run(ctx, d, res.Method, caps, regions); err != nil {
+	if err := run(ctx, d, res.Method, caps, v.regions); err != nil {
 		return res, fmt.Errorf("erase %s by %s: %w", dev, res.Method, err)
 	}
 	if err := d.Settle(ctx); err != nil {
 		return res, fmt.Errorf("erase %s: after %s: %w", dev, res.Method, err)
 	}
-	if res.Checked, err = v.check(); err != nil {
+	if res.Checked, err = v.Verify(); err != nil {
 		return res, fmt.Errorf("erase %s by %s: verify: %w", dev, res.Method, err)
 	}
 	log.InfoContext(ctx, "disk erased", "device", dev, "method", res.Method, "checked_bytes", res.Checked, "duration", time.Since(start))

@@ -12,26 +12,38 @@ import (
 // in a hex dump.
 var canaryMagic = []byte("kiln-erase-canary")
 
-// verifier proves an erase happened. Before it, it writes canary blocks
-// (unique random data) where the erase must reach, syncs and reads them
-// back: a device that does not keep writes fails here, since no erase on it
-// could be verified. After the erase, no canary may survive, and a method
-// that promises zeroes must have left zeroes in every block read.
-type verifier struct {
+// Verifier proves an erase happened. Arm writes canary blocks (unique
+// random data) where the erase must reach, syncs and reads them back: a
+// device that does not keep writes fails there, since no erase of it could
+// be verified. After the erase, Verify demands that no canary survived and
+// that a method promising zeroes left zeroes in every block it reads.
+type Verifier struct {
 	d        Disk
 	m        Method
 	canaries map[int64][]byte
-	// whole lists extents read in full after the erase, which must be zero.
+	// whole lists extents read in full by Verify, which must be zero.
 	whole []region
+	// regions are what MetadataOnly zeroes.
+	regions []region
 }
 
 const sampleBlock = 4096
 
-func newVerifier(d Disk, m Method, regions []region, samples int) (*verifier, error) {
-	v := &verifier{d: d, m: m, canaries: map[int64][]byte{}}
+// Arm prepares the verification of erasing d by m, before the erase. For
+// a whole-disk method the canaries go to the first and last 4 KiB and to
+// samples random 4 KiB blocks (and a zeroing method must also leave the
+// first and last MiB zero); for MetadataOnly, to the start of every
+// region the metadata wipe zeroes, all of which must read as zero.
+func Arm(d Disk, m Method, samples int) (*Verifier, error) {
+	v := &Verifier{d: d, m: m, canaries: map[int64][]byte{}}
 	size, ss := d.Size(), int64(d.SectorSize())
 	bs := max(sampleBlock, ss) / ss * ss
 	if m == MetadataOnly {
+		regions, err := metadataRegions(d)
+		if err != nil {
+			return nil, err
+		}
+		v.regions = regions
 		for _, r := range regions {
 			v.whole = append(v.whole, r)
 			if err := v.plant(r.off, min(bs, r.n)); err != nil {
@@ -72,7 +84,7 @@ func newVerifier(d Disk, m Method, regions []region, samples int) (*verifier, er
 	return v, nil
 }
 
-func (v *verifier) plant(off, n int64) error {
+func (v *Verifier) plant(off, n int64) error {
 	b := make([]byte, n)
 	rand.Read(b)
 	copy(b, canaryMagic)
@@ -83,8 +95,9 @@ func (v *verifier) plant(off, n int64) error {
 	return nil
 }
 
-// check reads the canaries and the extents back, returning bytes read.
-func (v *verifier) check() (int64, error) {
+// Verify reads the canaries and extents back after the erase and returns
+// how many bytes it read; an error says where the erase did not reach.
+func (v *Verifier) Verify() (int64, error) {
 	var checked int64
 	for off, want := range v.canaries {
 		got := make([]byte, len(want))
