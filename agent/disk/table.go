@@ -23,7 +23,9 @@ type Partition struct {
 	// UUID is the PARTUUID blkid reports: the GPT unique partition GUID in
 	// lower case, or "<disk signature>-<NN>" on MBR disks.
 	UUID string
-	Name string // GPT partition name ("config-2"); empty on MBR
+	// Name is the GPT partition name ("config-2"), empty on MBR; in
+	// KernelPartitions' answer, the kernel's device name ("sda1").
+	Name string
 }
 
 // Table is a disk's partition table.
