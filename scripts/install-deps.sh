@@ -12,6 +12,6 @@ $SUDO apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends 
   make git ca-certificates curl \
   qemu-utils qemu-system-x86 ipxe-qemu ovmf \
   postgresql \
-  util-linux fdisk gdisk dosfstools e2fsprogs xfsprogs mdadm lvm2 \
+  util-linux fdisk gdisk dosfstools e2fsprogs xfsprogs btrfs-progs mdadm lvm2 \
   zstd xz-utils cpio kmod xorriso genisoimage mtools \
   iproute2 wrk >/dev/null
