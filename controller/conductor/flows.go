@@ -47,7 +47,6 @@ func (f *flow) startRamdisk(ctx context.Context, kernelArgs map[string]string) e
 // enterWait moves the node into its wait state with a fresh flow record.
 func (f *flow) enterWait(ctx context.Context, fn func(n *proto.Node)) error {
 	return f.transition(ctx, state.EvWait, func(n *proto.Node) {
-		wipeAgent(n)
 		for _, k := range []string{proto.InfoSteps, proto.InfoStepIndex, proto.InfoStepSent, proto.InfoStepSentAt, proto.InfoHeartbeatPending} {
 			delete(n.DriverInternalInfo, k)
 		}
@@ -452,10 +451,8 @@ func (f *flow) runSteps(ctx context.Context, kind proto.StepKind, heartbeatAt ti
 		}
 		// An agent step: hand it over and wait for the heartbeat that says it is done.
 		versions := map[string]string{}
-		if v, ok := f.n.DriverInternalInfo[proto.InfoCachedStepsVersions].(map[string]any); ok {
-			for k, s := range v {
-				versions[k], _ = s.(string)
-			}
+		if b, err := json.Marshal(f.n.DriverInternalInfo[proto.InfoCachedStepsVersions]); err == nil {
+			_ = json.Unmarshal(b, &versions)
 		}
 		ag := agentOf(f.n)
 		_, err := f.c.cfg.Agent.ExecuteStep(ctx, ag, kind, cur, nodeForAgent(f.n), f.portsNoErr(ctx), versions)

@@ -322,9 +322,13 @@ func (f *flow) adopt(ctx context.Context) error {
 	})
 }
 
-// setPower drives the BMC and records the result; power changes wipe the
-// agent's identity (a rebooted agent looks up afresh).
+// setPower drives the BMC and records the result. A power change ends the
+// running agent, so its identity is wiped first: the next agent must look up
+// and get a fresh token, and nothing it did before can be mistaken for it.
 func (f *flow) setPower(ctx context.Context, target proto.PowerState, timeout time.Duration) error {
+	if err := f.update(ctx, wipeAgent); err != nil {
+		return err
+	}
 	if err := f.ifs.Power.SetPowerState(ctx, f.n, target, timeout); err != nil {
 		return fmt.Errorf("Failed to change power state to '%s' for node %s. Error: %v", target, f.n.UUID, err)
 	}
@@ -338,7 +342,6 @@ func (f *flow) setPower(ctx context.Context, target proto.PowerState, timeout ti
 	return f.update(ctx, func(n *proto.Node) {
 		n.PowerState = &final
 		n.TargetPowerState = nil
-		wipeAgent(n)
 	})
 }
 
