@@ -125,12 +125,15 @@ func listenOne(ctx context.Context, name string) ([]proto.LLDPTLV, error) {
 		if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
 			return nil, fmt.Errorf("set receive timeout: %w", err)
 		}
-		n, _, err := unix.Recvfrom(fd, buf, 0)
+		n, from, err := unix.Recvfrom(fd, buf, 0)
 		if err != nil {
 			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
 				continue
 			}
 			return nil, fmt.Errorf("receive: %w", err)
+		}
+		if ll, ok := from.(*unix.SockaddrLinklayer); ok && ll.Pkttype == unix.PACKET_OUTGOING {
+			continue // our own transmission, not a neighbour's
 		}
 		if tlvs, err := ParseLLDPFrame(buf[:n]); err == nil {
 			return tlvs, nil
