@@ -16,6 +16,9 @@ import (
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/dhcpv4/server4"
+	"github.com/insomniacslk/dhcp/dhcpv6"
+	"github.com/insomniacslk/dhcp/dhcpv6/server6"
+	"github.com/insomniacslk/dhcp/iana"
 	"github.com/vishvananda/netns"
 )
 
@@ -182,7 +185,10 @@ func runHelperIn(t *testing.T, ns, helper string, arg any) (string, error) {
 	return stdout.String(), err
 }
 
-func TestBringupDHCPv4(t *testing.T) {
+// TestBringupDHCP boots a two-link "machine" in a namespace: Bringup must
+// pick the BOOTIF link, get a DHCPv4 lease and then a DHCPv6 one from servers
+// in the peer namespace, and apply addresses, default route and DNS.
+func TestBringupDHCP(t *testing.T) {
 	requireNetns(t)
 	srvNS, cliNS := newNS(t, "dsrv"), newNS(t, "dcli")
 	// Two links in the client: an idle one without carrier first in kernel
@@ -190,16 +196,25 @@ func TestBringupDHCPv4(t *testing.T) {
 	ip(t, "-n", cliNS, "link", "add", "idle0", "type", "veth", "peer", "name", "idle1")
 	ip(t, "-n", cliNS, "link", "add", "boot0", "address", "02:00:00:00:77:50", "type", "veth", "peer", "name", "dhcpsrv", "netns", srvNS)
 	ip(t, "-n", srvNS, "addr", "add", "10.77.0.1/24", "dev", "dhcpsrv")
+	ip(t, "-n", srvNS, "addr", "add", "fe80::1/64", "dev", "dhcpsrv", "nodad")
+	ip(t, "-n", srvNS, "addr", "add", "fd00:77::1/64", "dev", "dhcpsrv", "nodad")
 	ip(t, "-n", srvNS, "link", "set", "dhcpsrv", "up")
 
 	var srv *server4.Server
+	var srv6 *server6.Server
 	inNS(t, srvNS, func() error {
 		var err error
 		srv, err = server4.NewServer("dhcpsrv", &net.UDPAddr{IP: net.IPv4zero, Port: dhcpv4.ServerPort}, leaseHandler(t))
+		if err != nil {
+			return err
+		}
+		srv6, err = server6.NewServer("dhcpsrv", nil, lease6Handler(t))
 		return err
 	})
 	go func() { _ = srv.Serve() }()
 	defer srv.Close()
+	go func() { _ = srv6.Serve() }()
+	defer srv6.Close()
 
 	resolv := filepath.Join(t.TempDir(), "resolv.conf")
 	out, err := runHelperIn(t, cliNS, "bringup", BringupOptions{
@@ -213,9 +228,12 @@ func TestBringupDHCPv4(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("decode result %q: %v", out, err)
 	}
-	if res.Interface != "boot0" || len(res.Leases) != 1 || res.Leases[0].Address != netip.MustParsePrefix("10.77.0.50/24") ||
-		res.Leases[0].Gateway != netip.MustParseAddr("10.77.0.1") {
+	if res.Interface != "boot0" || len(res.Leases) != 2 || res.Leases[0].Address != netip.MustParsePrefix("10.77.0.50/24") ||
+		res.Leases[0].Gateway != netip.MustParseAddr("10.77.0.1") || res.Leases[1].Address != netip.MustParsePrefix("fd00:77::50/128") {
 		t.Errorf("result %+v", res)
+	}
+	if addrs := ipOut(t, "-n", cliNS, "-6", "addr", "show", "dev", "boot0"); !strings.Contains(addrs, "fd00:77::50/128") {
+		t.Errorf("DHCPv6 address not on boot0:\n%s", addrs)
 	}
 	if addrs := ipOut(t, "-n", cliNS, "-4", "addr", "show", "dev", "boot0"); !strings.Contains(addrs, "10.77.0.50/24") {
 		t.Errorf("lease address not on boot0:\n%s", addrs)
@@ -230,7 +248,7 @@ func TestBringupDHCPv4(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "nameserver 10.77.0.53\nsearch lab.example\n"; !strings.Contains(string(got), want) {
+	if want := "nameserver 10.77.0.53\nnameserver fd00:77::53\nsearch lab.example\n"; !strings.Contains(string(got), want) {
 		t.Errorf("resolv.conf:\n%s\nwant it to contain\n%s", got, want)
 	}
 }
@@ -264,6 +282,42 @@ func leaseHandler(t *testing.T) server4.Handler {
 		}
 		if _, err := conn.WriteTo(reply.ToBytes(), peer); err != nil {
 			t.Errorf("send reply: %v", err)
+		}
+	}
+}
+
+// lease6Handler answers SOLICIT and REQUEST with fd00:77::50.
+func lease6Handler(t *testing.T) server6.Handler {
+	return func(conn net.PacketConn, peer net.Addr, m dhcpv6.DHCPv6) {
+		msg, err := m.GetInnerMessage()
+		if err != nil {
+			return
+		}
+		iaid := [4]byte{}
+		if ia := msg.Options.OneIANA(); ia != nil {
+			iaid = ia.IaId
+		}
+		mods := []dhcpv6.Modifier{
+			dhcpv6.WithServerID(&dhcpv6.DUIDLL{HWType: iana.HWTypeEthernet, LinkLayerAddr: net.HardwareAddr{2, 0, 0, 0, 0x77, 1}}),
+			dhcpv6.WithIAID(iaid),
+			dhcpv6.WithIANA(dhcpv6.OptIAAddress{IPv6Addr: net.ParseIP("fd00:77::50"), PreferredLifetime: time.Hour, ValidLifetime: time.Hour}),
+			dhcpv6.WithDNS(net.ParseIP("fd00:77::53")),
+		}
+		var reply *dhcpv6.Message
+		switch msg.Type() {
+		case dhcpv6.MessageTypeSolicit:
+			reply, err = dhcpv6.NewAdvertiseFromSolicit(msg, mods...)
+		case dhcpv6.MessageTypeRequest:
+			reply, err = dhcpv6.NewReplyFromMessage(msg, mods...)
+		default:
+			return
+		}
+		if err != nil {
+			t.Errorf("build DHCPv6 reply: %v", err)
+			return
+		}
+		if _, err := conn.WriteTo(reply.ToBytes(), peer); err != nil {
+			t.Errorf("send DHCPv6 reply: %v", err)
 		}
 	}
 }
