@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -51,6 +53,7 @@ func runHelper(name, arg string) error {
 		if err := json.Unmarshal([]byte(arg), &opts); err != nil {
 			return err
 		}
+		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		res, err := Bringup(ctx, opts)
 		if err != nil {
 			return err
@@ -122,7 +125,9 @@ func requireLinkKinds(t *testing.T, kinds ...string) {
 	for _, k := range kinds {
 		args := []string{"-n", ns, "link", "add", "probe-" + k, "type", k}
 		if k == "vlan" {
-			args = []string{"-n", ns, "link", "add", "link", "lo", "name", "probe-vlan", "type", "vlan", "id", "2"}
+			// loopback cannot carry VLANs: probe on a veth.
+			ip(t, "-n", ns, "link", "add", "probe-a", "type", "veth", "peer", "name", "probe-b")
+			args = []string{"-n", ns, "link", "add", "link", "probe-a", "name", "probe-vlan", "type", "vlan", "id", "2"}
 		}
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 			t.Skipf("kernel cannot create %s links (driver absent): %v: %s", k, err, strings.TrimSpace(string(out)))
@@ -178,6 +183,9 @@ func runHelperIn(t *testing.T, ns, helper string, arg any) (string, error) {
 	cmd.Env = append(os.Environ(), "KILN_NETCONF_HELPER="+helper, "KILN_NETCONF_ARG="+string(b))
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if os.Getenv("KILN_NETCONF_DEBUG") != "" {
+		cmd.Stderr = io.MultiWriter(&stderr, os.Stderr)
+	}
 	err = cmd.Run()
 	if err != nil {
 		err = fmt.Errorf("%w: %s", err, stderr.String())
