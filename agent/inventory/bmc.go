@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -10,6 +11,8 @@ import (
 
 	"golang.org/x/sys/unix"
 )
+
+var errIPMITimeout = errors.New("no IPMI response within 5s")
 
 // BMC is what the in-band IPMI interface reports about the BMC's LAN channel.
 type BMC struct {
@@ -87,6 +90,9 @@ func ReadBMC(ctx context.Context, device string) (BMC, error) {
 			return first, ctx.Err()
 		}
 		ip, err := lanParam(ctx, f, ch, lanParamIP)
+		if errors.Is(err, errIPMITimeout) {
+			return first, err // an unresponsive BMC would cost 5 s per channel
+		}
 		if err != nil || len(ip) < 4 {
 			continue
 		}
@@ -136,7 +142,7 @@ func lanParam(ctx context.Context, f *os.File, channel, param byte) ([]byte, err
 			return nil, ctx.Err()
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("no IPMI response within 5s")
+			return nil, errIPMITimeout
 		}
 	}
 	var raddr ipmiSystemInterfaceAddr

@@ -3,7 +3,8 @@
 // procfs and DMI directly, with ghw for block-device enumeration, because the
 // agent runs in a u-root initramfs that has no udev database and no lsblk,
 // dmidecode or ethtool: serials, WWNs, HCTL, by-path names and transports are
-// derived from sysfs the way udev would.
+// derived from sysfs the way udev would. NIC vendor and product are reported
+// as PCI IDs ("0x8086"), as IPA does, so no pci.ids database is needed.
 //
 // Every path is read under Options.Root so tests can point Collect at a
 // fixture tree instead of the running machine.
