@@ -26,7 +26,8 @@ type BringupOptions struct {
 	Links []string
 	// CarrierTimeout bounds the wait for links to report carrier (default
 	// 15 s); DHCPTimeout bounds each DHCPv4 exchange (default 30 s) and
-	// DHCPv6Timeout the best-effort DHCPv6 one (default 10 s).
+	// DHCPv6Timeout the best-effort DHCPv6 one (default 5 s; negative skips
+	// DHCPv6 unless ip=dhcp6 asks for it).
 	CarrierTimeout time.Duration
 	DHCPTimeout    time.Duration
 	DHCPv6Timeout  time.Duration
@@ -146,8 +147,11 @@ func Bringup(ctx context.Context, opts BringupOptions) (Result, error) {
 	if res.Interface != "" {
 		v6on = []string{res.Interface}
 	}
+	if opts.DHCPv6Timeout < 0 && ip.Method != MethodDHCP6 {
+		v6on = nil
+	}
 	for _, name := range v6on {
-		lease, err := DHCPv6(ctx, name, orDefault(opts.DHCPv6Timeout, 10*time.Second))
+		lease, err := DHCPv6(ctx, name, orDefault(opts.DHCPv6Timeout, 5*time.Second))
 		if err == nil {
 			err = ApplyLease(lease)
 		}

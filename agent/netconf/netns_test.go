@@ -460,3 +460,41 @@ func TestApplyStatic(t *testing.T) {
 		t.Errorf("unreachable API: %v", err)
 	}
 }
+
+// TestBringupStaticIPArg configures a link from a kernel ip= argument.
+func TestBringupStaticIPArg(t *testing.T) {
+	requireNetns(t)
+	srvNS, cliNS := newNS(t, "isrv"), newNS(t, "icli")
+	ip(t, "-n", cliNS, "link", "add", "nicS", "type", "veth", "peer", "name", "peerS", "netns", srvNS)
+	ip(t, "-n", srvNS, "link", "set", "peerS", "up")
+	resolv := filepath.Join(t.TempDir(), "resolv.conf")
+	out, err := runHelperIn(t, cliNS, "bringup", BringupOptions{
+		IPArg: "10.90.0.2::10.90.0.1:255.255.255.0:node:nicS:off:10.90.0.53", Links: []string{"nicS"},
+		ResolvConf: resolv, CarrierTimeout: 5 * time.Second,
+	})
+	if err != nil {
+		t.Fatalf("bringup: %v", err)
+	}
+	var res Result
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Interface != "nicS" || res.Static == nil || len(res.Leases) != 0 {
+		t.Errorf("result %+v", res)
+	}
+	if a := ipOut(t, "-n", cliNS, "-4", "addr", "show", "dev", "nicS"); !strings.Contains(a, "10.90.0.2/24") {
+		t.Errorf("address:\n%s", a)
+	}
+	if r := ipOut(t, "-n", cliNS, "route", "show", "default"); !strings.Contains(r, "via 10.90.0.1 dev nicS") {
+		t.Errorf("default route:\n%s", r)
+	}
+	if b, err := os.ReadFile(resolv); err != nil || !strings.Contains(string(b), "nameserver 10.90.0.53") {
+		t.Errorf("resolv.conf %q, %v", b, err)
+	}
+
+	// ip=off only sets links up.
+	out, err = runHelperIn(t, cliNS, "bringup", BringupOptions{IPArg: "off", Links: []string{"nicS"}})
+	if err != nil || !strings.Contains(out, `"Interface":""`) {
+		t.Errorf("ip=off: %s, %v", out, err)
+	}
+}
