@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -39,7 +40,7 @@ func readCPU(root string) (proto.CPU, error) {
 // ParseCPUInfo reads /proc/cpuinfo: the number of logical CPUs, the first
 // model name, MHz and flag list, and the number of distinct physical ids
 // (sockets; 1 when the kernel reports none). Architecture is left empty.
-func ParseCPUInfo(r interface{ Read([]byte) (int, error) }) (proto.CPU, error) {
+func ParseCPUInfo(r io.Reader) (proto.CPU, error) {
 	var cpu proto.CPU
 	sockets := map[string]bool{}
 	sc := bufio.NewScanner(r)
@@ -128,7 +129,7 @@ func readMemory(ctx context.Context, root string) (proto.Memory, error) {
 }
 
 // ParseMemTotal returns MemTotal from /proc/meminfo, in bytes.
-func ParseMemTotal(r interface{ Read([]byte) (int, error) }) (int64, error) {
+func ParseMemTotal(r io.Reader) (int64, error) {
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
