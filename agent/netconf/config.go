@@ -1,0 +1,317 @@
+// Package netconf brings up the agent's network: links up, DHCPv4 (and
+// best-effort DHCPv6) on the boot interface first, or a static address from
+// the kernel's ip= argument, and a small declarative Config (ethernet, bond
+// and VLAN interfaces with static addresses, routes, DNS) that Apply realises
+// with netlink. Config is the target a later NMState parser translates to.
+//
+// Everything acts on the calling process's network namespace.
+package netconf
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/vishvananda/netlink"
+)
+
+// InterfaceType is the kind of an interface in a Config.
+type InterfaceType string
+
+// Interface types.
+const (
+	Ethernet InterfaceType = "ethernet"
+	VLAN     InterfaceType = "vlan"
+	Bond     InterfaceType = "bond"
+)
+
+// Config is a whole network configuration.
+type Config struct {
+	// Interfaces are applied in an order that satisfies dependencies:
+	// ethernet, then bonds, then VLANs.
+	Interfaces []Interface
+	Routes     []Route
+	DNS        DNS
+}
+
+// Interface is one interface to configure.
+type Interface struct {
+	Name string
+	Type InterfaceType
+	// MTU is set when non-zero.
+	MTU  int
+	VLAN VLANConfig // for Type VLAN
+	Bond BondConfig // for Type Bond
+	IPv4 IPConfig
+	IPv6 IPConfig
+}
+
+// VLANConfig names the parent link and the 802.1Q VLAN ID.
+type VLANConfig struct {
+	Base string
+	ID   int
+}
+
+// BondConfig lists a bond's mode (kernel names: balance-rr, active-backup,
+// balance-xor, broadcast, 802.3ad, balance-tlb, balance-alb) and its ports.
+type BondConfig struct {
+	Mode  string
+	Ports []string
+}
+
+// IPConfig is one address family's configuration of an interface.
+type IPConfig struct {
+	// DHCP asks for a lease (DHCPv4 or DHCPv6) after the static addresses.
+	DHCP      bool
+	Addresses []netip.Prefix
+}
+
+// Route is a static route; a zero Destination is the default route of the
+// gateway's family.
+type Route struct {
+	Destination netip.Prefix
+	Gateway     netip.Addr
+	// Interface is required when there is no gateway (a link route).
+	Interface string
+	Metric    int
+}
+
+// DNS is the resolver configuration, written to ResolvConf when Servers is
+// not empty.
+type DNS struct {
+	Servers []netip.Addr
+	Search  []string
+	// ResolvConf is the file to write; "" means /etc/resolv.conf.
+	ResolvConf string
+}
+
+// Validate checks a Config for mistakes that would only surface half-way
+// through Apply.
+func (c Config) Validate() error {
+	names := map[string]InterfaceType{}
+	for _, i := range c.Interfaces {
+		if i.Name == "" {
+			return fmt.Errorf("interface without a name")
+		}
+		if _, dup := names[i.Name]; dup {
+			return fmt.Errorf("interface %s listed twice", i.Name)
+		}
+		names[i.Name] = i.Type
+	}
+	for _, i := range c.Interfaces {
+		switch i.Type {
+		case Ethernet:
+		case VLAN:
+			if i.VLAN.Base == "" || i.VLAN.ID < 1 || i.VLAN.ID > 4094 {
+				return fmt.Errorf("vlan %s: need a base interface and an ID in 1..4094, got %q/%d", i.Name, i.VLAN.Base, i.VLAN.ID)
+			}
+			if t, ok := names[i.VLAN.Base]; ok && t == VLAN {
+				return fmt.Errorf("vlan %s: base %s is itself a VLAN", i.Name, i.VLAN.Base)
+			}
+		case Bond:
+			if len(i.Bond.Ports) == 0 {
+				return fmt.Errorf("bond %s: no ports", i.Name)
+			}
+			if netlink.StringToBondMode(i.Bond.Mode) == netlink.BOND_MODE_UNKNOWN && i.Bond.Mode != "" {
+				return fmt.Errorf("bond %s: unknown mode %q", i.Name, i.Bond.Mode)
+			}
+			for _, p := range i.Bond.Ports {
+				if t, ok := names[p]; ok && t != Ethernet {
+					return fmt.Errorf("bond %s: port %s is a %s, not ethernet", i.Name, p, t)
+				}
+			}
+		default:
+			return fmt.Errorf("interface %s: unknown type %q", i.Name, i.Type)
+		}
+		for _, p := range i.IPv4.Addresses {
+			if !p.Addr().Is4() {
+				return fmt.Errorf("interface %s: %s is not an IPv4 prefix", i.Name, p)
+			}
+		}
+		for _, p := range i.IPv6.Addresses {
+			if !p.Addr().Is6() || p.Addr().Is4In6() {
+				return fmt.Errorf("interface %s: %s is not an IPv6 prefix", i.Name, p)
+			}
+		}
+	}
+	for _, r := range c.Routes {
+		if !r.Gateway.IsValid() && r.Interface == "" {
+			return fmt.Errorf("route %s: needs a gateway or an interface", r.Destination)
+		}
+		if r.Destination.IsValid() && r.Gateway.IsValid() && r.Destination.Addr().Is4() != r.Gateway.Is4() {
+			return fmt.Errorf("route %s via %s: mixed address families", r.Destination, r.Gateway)
+		}
+	}
+	return nil
+}
+
+// Apply realises cfg: ethernet links up (with MTU), bonds created with their
+// ports enslaved, VLANs created on their base, static addresses added,
+// DHCP run where asked, routes and DNS written. It is idempotent: existing
+// links of the right name are reused and addresses and routes replaced.
+func Apply(ctx context.Context, cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("apply network config: %w", err)
+	}
+	order := []InterfaceType{Ethernet, Bond, VLAN}
+	for _, typ := range order {
+		for _, ifc := range cfg.Interfaces {
+			if ifc.Type != typ {
+				continue
+			}
+			if err := applyLink(ifc); err != nil {
+				return fmt.Errorf("apply %s %s: %w", ifc.Type, ifc.Name, err)
+			}
+		}
+	}
+	dns := cfg.DNS
+	for _, ifc := range cfg.Interfaces {
+		link, err := netlink.LinkByName(ifc.Name)
+		if err != nil {
+			return fmt.Errorf("look up %s: %w", ifc.Name, err)
+		}
+		for _, p := range append(append([]netip.Prefix{}, ifc.IPv4.Addresses...), ifc.IPv6.Addresses...) {
+			if err := netlink.AddrReplace(link, &netlink.Addr{IPNet: ipNet(p)}); err != nil {
+				return fmt.Errorf("add address %s to %s: %w", p, ifc.Name, err)
+			}
+		}
+		for _, v6 := range []bool{false, true} {
+			if (!v6 && !ifc.IPv4.DHCP) || (v6 && !ifc.IPv6.DHCP) {
+				continue
+			}
+			get := DHCPv4
+			if v6 {
+				get = DHCPv6
+			}
+			lease, err := get(ctx, ifc.Name, 0)
+			if err != nil {
+				return fmt.Errorf("apply %s: %w", ifc.Name, err)
+			}
+			if err := ApplyLease(lease); err != nil {
+				return err
+			}
+			dns.Servers = append(dns.Servers, lease.DNS...)
+			dns.Search = append(dns.Search, lease.Search...)
+		}
+	}
+	for _, r := range cfg.Routes {
+		if err := addRoute(r); err != nil {
+			return err
+		}
+	}
+	if len(dns.Servers) > 0 {
+		if err := WriteResolvConf(dns.ResolvConf, dns.Servers, dns.Search); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func applyLink(ifc Interface) error {
+	link, err := netlink.LinkByName(ifc.Name)
+	var notFound netlink.LinkNotFoundError
+	switch {
+	case err == nil:
+	case errors.As(err, &notFound) && ifc.Type != Ethernet:
+		link, err = createLink(ifc)
+		if err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("look up link: %w", err)
+	}
+	if ifc.Type == Bond {
+		for _, p := range ifc.Bond.Ports {
+			port, err := netlink.LinkByName(p)
+			if err != nil {
+				return fmt.Errorf("look up port %s: %w", p, err)
+			}
+			if port.Attrs().MasterIndex == link.Attrs().Index {
+				continue
+			}
+			// The kernel only enslaves a port that is down.
+			if err := netlink.LinkSetDown(port); err != nil {
+				return fmt.Errorf("set port %s down: %w", p, err)
+			}
+			if err := netlink.LinkSetMasterByIndex(port, link.Attrs().Index); err != nil {
+				return fmt.Errorf("enslave %s: %w", p, err)
+			}
+			if err := netlink.LinkSetUp(port); err != nil {
+				return fmt.Errorf("set port %s up: %w", p, err)
+			}
+		}
+	}
+	if ifc.MTU > 0 && link.Attrs().MTU != ifc.MTU {
+		if err := netlink.LinkSetMTU(link, ifc.MTU); err != nil {
+			return fmt.Errorf("set MTU %d: %w", ifc.MTU, err)
+		}
+	}
+	if err := netlink.LinkSetUp(link); err != nil {
+		return fmt.Errorf("set up: %w", err)
+	}
+	return nil
+}
+
+func createLink(ifc Interface) (netlink.Link, error) {
+	var link netlink.Link
+	switch ifc.Type {
+	case Bond:
+		b := netlink.NewLinkBond(netlink.LinkAttrs{Name: ifc.Name})
+		b.Mode = netlink.BOND_MODE_BALANCE_RR
+		if ifc.Bond.Mode != "" {
+			b.Mode = netlink.StringToBondMode(ifc.Bond.Mode)
+		}
+		if b.Mode == netlink.BOND_MODE_802_3AD || b.Mode == netlink.BOND_MODE_ACTIVE_BACKUP ||
+			b.Mode == netlink.BOND_MODE_BALANCE_TLB || b.Mode == netlink.BOND_MODE_BALANCE_ALB {
+			b.Miimon = 100
+		}
+		link = b
+	case VLAN:
+		base, err := netlink.LinkByName(ifc.VLAN.Base)
+		if err != nil {
+			return nil, fmt.Errorf("look up VLAN base %s: %w", ifc.VLAN.Base, err)
+		}
+		link = &netlink.Vlan{LinkAttrs: netlink.LinkAttrs{Name: ifc.Name, ParentIndex: base.Attrs().Index}, VlanId: ifc.VLAN.ID}
+	}
+	if err := netlink.LinkAdd(link); err != nil {
+		return nil, fmt.Errorf("create link: %w", err)
+	}
+	return netlink.LinkByName(ifc.Name)
+}
+
+func addRoute(r Route) error {
+	route := &netlink.Route{Priority: r.Metric}
+	if r.Interface != "" {
+		link, err := netlink.LinkByName(r.Interface)
+		if err != nil {
+			return fmt.Errorf("route %s: look up %s: %w", r.Destination, r.Interface, err)
+		}
+		route.LinkIndex = link.Attrs().Index
+	}
+	if r.Gateway.IsValid() {
+		route.Gw = net.IP(r.Gateway.AsSlice())
+	}
+	if r.Destination.IsValid() && r.Destination.Bits() > 0 {
+		route.Dst = ipNet(r.Destination.Masked())
+	} else {
+		// Default route: the family comes from the gateway (or destination).
+		route.Family = netlink.FAMILY_V4
+		if (r.Gateway.IsValid() && r.Gateway.Is6()) || (r.Destination.IsValid() && r.Destination.Addr().Is6()) {
+			route.Family = netlink.FAMILY_V6
+		}
+	}
+	if err := netlink.RouteReplace(route); err != nil {
+		return fmt.Errorf("add route %s via %s dev %s: %w", r.Destination, r.Gateway, r.Interface, err)
+	}
+	return nil
+}
+
+func ipNet(p netip.Prefix) *net.IPNet {
+	return &net.IPNet{IP: net.IP(p.Addr().AsSlice()), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
+}
+
+// pollInterval is how often link state and reachability are rechecked.
+const pollInterval = 200 * time.Millisecond
