@@ -95,6 +95,13 @@ func (c *Conductor) process(ctx context.Context, uuid string) {
 		return
 	}
 	f := &flow{c: c, n: n}
+	if n.Conductor == nil || *n.Conductor != c.cfg.Name {
+		// The node's conductor field names who manages it now.
+		if err := f.update(ctx, func(n *proto.Node) { name := c.cfg.Name; n.Conductor = &name }); err != nil {
+			c.log.Warn("record conductor", "node", uuid, "err", err)
+			return
+		}
+	}
 	if err := f.act(ctx); err != nil && ctx.Err() == nil {
 		c.log.Error("act on node", "node", uuid, "state", n.ProvisionState, "err", err)
 	}

@@ -4,112 +4,46 @@
 package api_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
+
+	"github.com/kilnhq/kiln/test/kilnproc"
 )
 
 var kilnBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "kiln-apitest")
+	bin, cleanup, err := kilnproc.Build()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	kilnBin = filepath.Join(dir, "kiln")
-	build := exec.Command("go", "build", "-o", kilnBin, "github.com/kilnhq/kiln/controller/cmd/kiln")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build kiln:", err)
-		os.Exit(1)
-	}
+	kilnBin = bin
 	code := m.Run()
-	os.RemoveAll(dir)
+	cleanup()
 	os.Exit(code)
 }
 
 // kiln is one running `kiln serve` process.
 type kiln struct {
-	t    *testing.T
-	cmd  *exec.Cmd
-	URL  string
-	logs *bytes.Buffer
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	*kilnproc.Proc
+	t *testing.T
 }
 
 // startKiln runs `kiln serve` on db and waits until GET /v1/ answers.
 func startKiln(t *testing.T, db string) *kiln {
 	t.Helper()
-	addr := freePort(t)
-	k := &kiln{t: t, URL: "http://" + addr, logs: &bytes.Buffer{}}
-	k.cmd = exec.Command(kilnBin, "serve", "--listen", addr, "--db", db, "--conductor", "test-conductor")
-	k.cmd.Stdout, k.cmd.Stderr = k.logs, k.logs
-	if err := k.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if k.cmd.ProcessState == nil {
-			_ = k.cmd.Process.Kill()
-			_ = k.cmd.Wait()
-		}
-		if t.Failed() {
-			t.Logf("kiln logs:\n%s", k.logs)
-		}
-	})
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		resp, err := http.Get(k.URL + "/v1/")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return k
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("kiln did not start:\n%s", k.logs)
-	return nil
+	return &kiln{Proc: kilnproc.Start(t, kilnBin, db, "--conductor", "test-conductor"), t: t}
 }
 
 // stop sends SIGTERM and waits for a clean exit.
-func (k *kiln) stop() {
-	k.t.Helper()
-	if err := k.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		k.t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- k.cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			k.t.Fatalf("kiln exited with %v after SIGTERM:\n%s", err, k.logs)
-		}
-	case <-time.After(20 * time.Second):
-		_ = k.cmd.Process.Kill()
-		k.t.Fatalf("kiln did not stop on SIGTERM:\n%s", k.logs)
-	}
-}
+func (k *kiln) stop() { k.Stop() }
 
 // call sends one request at microversion 1.95 unless headers override it.
 func (k *kiln) call(method, path, body string, headers ...string) (int, http.Header, []byte) {

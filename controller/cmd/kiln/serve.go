@@ -33,6 +33,8 @@ type serveOptions struct {
 	callbackTimeout       time.Duration
 	agentHeartbeatTimeout time.Duration
 	powerSyncInterval     time.Duration
+	heartbeatInterval     time.Duration
+	deadAfter             time.Duration
 }
 
 func newServeCmd() *cobra.Command {
@@ -59,6 +61,8 @@ func newServeCmd() *cobra.Command {
 	f.IntVar(&o.workers, "workers", 32, "nodes the conductor acts on at once")
 	f.DurationVar(&o.callbackTimeout, "callback-timeout", 30*time.Minute, "how long a node may wait for its agent's first heartbeat (deploy, clean, inspect)")
 	f.DurationVar(&o.agentHeartbeatTimeout, "agent-heartbeat-timeout", time.Minute, "heartbeat_timeout given to agents; a running agent silent this long fails its node")
+	f.DurationVar(&o.heartbeatInterval, "conductor-heartbeat-interval", 5*time.Second, "how often this conductor reports that it is alive")
+	f.DurationVar(&o.deadAfter, "conductor-dead-after", 30*time.Second, "a conductor silent this long is dead: its nodes and reservations move to the others")
 	f.DurationVar(&o.powerSyncInterval, "power-sync-interval", time.Minute, "how often power states are read back from BMCs (0 disables)")
 	return cmd
 }
@@ -86,7 +90,10 @@ func serve(ctx context.Context, o serveOptions) error {
 	if o.conductor == "" {
 		return errors.New("--conductor must not be empty")
 	}
-	st, err := store.Open(ctx, o.db, store.Options{})
+	if o.deadAfter <= 2*o.heartbeatInterval {
+		return fmt.Errorf("--conductor-dead-after (%s) must be more than twice --conductor-heartbeat-interval (%s)", o.deadAfter, o.heartbeatInterval)
+	}
+	st, err := store.Open(ctx, o.db, store.Options{DeadAfter: o.deadAfter})
 	if err != nil {
 		return fmt.Errorf("open database %s: %w", o.db, err)
 	}
@@ -106,6 +113,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		Store: st, Agent: agentclient.New(agentclient.Options{Logger: log}), Name: o.conductor, Group: o.group,
 		APIURL: o.apiURL, Log: log, Workers: o.workers, CallbackTimeout: o.callbackTimeout,
 		AgentHeartbeatTimeout: o.agentHeartbeatTimeout, PowerSyncInterval: o.powerSyncInterval,
+		HeartbeatInterval: o.heartbeatInterval,
 	})
 	condCtx, stopConductor := context.WithCancel(context.Background())
 	condDone := make(chan error, 1)

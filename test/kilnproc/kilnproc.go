@@ -1,0 +1,149 @@
+// Package kilnproc runs real `kiln serve` processes for tests: build the
+// binary once, start controllers on free ports, stop them with SIGTERM or kill
+// them with SIGKILL the way a crash would.
+package kilnproc
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Build compiles kiln into a temporary directory; call the returned cleanup
+// when done (typically from TestMain).
+func Build() (bin string, cleanup func(), err error) {
+	dir, err := os.MkdirTemp("", "kiln-bin")
+	if err != nil {
+		return "", nil, err
+	}
+	bin = filepath.Join(dir, "kiln")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/kilnhq/kiln/controller/cmd/kiln")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("build kiln: %w", err)
+	}
+	return bin, func() { os.RemoveAll(dir) }, nil
+}
+
+// FreeAddr returns a loopback address with a port nobody listens on.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// Proc is one running controller.
+type Proc struct {
+	t    testing.TB
+	cmd  *exec.Cmd
+	URL  string
+	mu   sync.Mutex
+	logs bytes.Buffer
+	done chan struct{}
+}
+
+func (p *Proc) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.logs.Write(b)
+}
+
+// Logs returns what the process printed so far.
+func (p *Proc) Logs() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.logs.String()
+}
+
+// Start runs `kiln serve --listen <free port> --db db <extra…>` and waits
+// until GET /v1/ answers.
+func Start(t testing.TB, bin, db string, extra ...string) *Proc {
+	t.Helper()
+	addr := FreeAddr(t)
+	p := &Proc{t: t, URL: "http://" + addr, done: make(chan struct{})}
+	args := append([]string{"serve", "--listen", addr, "--db", db}, extra...)
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Stdout, p.cmd.Stderr = p, p
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		_ = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("kiln %s logs (last 8 KiB):\n%s", addr, tail(p.Logs(), 8192))
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-p.done:
+			t.Fatalf("kiln exited at start:\n%s", p.Logs())
+		default:
+		}
+		resp, err := http.Get(p.URL + "/v1/")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return p
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("kiln did not start:\n%s", p.Logs())
+	return nil
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// Stop sends SIGTERM and waits for a clean exit.
+func (p *Proc) Stop() {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		p.t.Fatal(err)
+	}
+	select {
+	case <-p.done:
+		if !p.cmd.ProcessState.Success() {
+			p.t.Fatalf("kiln exited with %v after SIGTERM:\n%s", p.cmd.ProcessState, p.Logs())
+		}
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+		p.t.Fatalf("kiln did not stop on SIGTERM:\n%s", p.Logs())
+	}
+}
+
+// Kill ends the process with SIGKILL, as a crash or an OOM kill would.
+func (p *Proc) Kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+// Pid is the process ID.
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
