@@ -46,7 +46,7 @@ func startN(t *testing.T, db string, n int) []*kilnproc.Proc {
 	return procs
 }
 
-func call(t *testing.T, base, method, path string, body any) (int, map[string]any) {
+func call(t testing.TB, base, method, path string, body any) (int, map[string]any) {
 	t.Helper()
 	var buf bytes.Buffer
 	if body != nil {
@@ -66,7 +66,7 @@ func call(t *testing.T, base, method, path string, body any) (int, map[string]an
 }
 
 // provision retries while the node is locked, as Ironic clients do.
-func provision(t *testing.T, base, uuid, verb string) {
+func provision(t testing.TB, base, uuid, verb string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -267,5 +267,75 @@ func TestRestartMidDeploy(t *testing.T) {
 	}
 	if len(nodes) != len(uuids) {
 		t.Fatalf("lost nodes: %d of %d", len(nodes), len(uuids))
+	}
+}
+
+// BenchmarkEnrollToActive1000 measures one controller taking 1,000
+// fake-hardware nodes from enroll to active (manage, provide, deploy), and
+// its peak RSS. Run: go test -run '^$' -bench EnrollToActive -benchtime 1x ./test/cluster/
+func BenchmarkEnrollToActive1000(b *testing.B) {
+	const nodes = 1000
+	for range b.N {
+		db := filepath.Join(b.TempDir(), "kiln.db")
+		p := kilnproc.Start(b, kilnBin, db, "--conductor", "bench", "--log-level", "warn", "--workers", "64")
+		t := b
+		start := time.Now()
+		uuids := make([]string, 0, nodes)
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 16)
+		for i := range nodes {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				code, out := call(t, p.URL, "POST", "/v1/nodes", map[string]any{"driver": "fake-hardware", "name": fmt.Sprintf("n%04d", i)})
+				if code != 201 {
+					b.Errorf("create: %d %v", code, out)
+					return
+				}
+				mu.Lock()
+				uuids = append(uuids, out["uuid"].(string))
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		enrolled := time.Since(start)
+		for _, verb := range []string{"manage", "provide", "active"} {
+			phase := time.Now()
+			var wg sync.WaitGroup
+			for _, u := range uuids {
+				wg.Add(1)
+				sem <- struct{}{}
+				go func() {
+					defer wg.Done()
+					defer func() { <-sem }()
+					provision(t, p.URL, u, verb)
+				}()
+			}
+			wg.Wait()
+			want := map[string]string{"manage": "manageable", "provide": "available", "active": "active"}[verb]
+			for {
+				code, out := call(t, p.URL, "GET", "/v1/nodes?provision_state="+want+"&limit=1000&fields=uuid", nil)
+				if code == 200 && len(out["nodes"].([]any)) == nodes {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			b.Logf("%-8s %d nodes in %s", verb, nodes, time.Since(phase).Round(time.Millisecond))
+		}
+		total := time.Since(start)
+		status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Pid()))
+		var hwm float64
+		for _, line := range strings.Split(string(status), "\n") {
+			if strings.HasPrefix(line, "VmHWM:") {
+				fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(line, "VmHWM:")), "%f", &hwm)
+			}
+		}
+		b.ReportMetric(total.Seconds(), "s/1000-nodes")
+		b.ReportMetric(enrolled.Seconds(), "s-enroll")
+		b.ReportMetric(hwm/1024, "MiB-peak-RSS")
+		p.Stop()
 	}
 }

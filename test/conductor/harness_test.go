@@ -159,7 +159,7 @@ func init() {
 // controller is Kiln's API and conductor in this process on a SQLite file,
 // served over real HTTP.
 type controller struct {
-	t    *testing.T
+	t    testing.TB
 	URL  string
 	st   store.Store
 	cond *conductor.Conductor
@@ -170,7 +170,7 @@ type controllerOpts struct {
 	agentHeartbeatTimeout time.Duration
 }
 
-func startController(t *testing.T, o controllerOpts) *controller {
+func startController(t testing.TB, o controllerOpts) *controller {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "kiln.db"), store.Options{})
@@ -206,7 +206,7 @@ func startController(t *testing.T, o controllerOpts) *controller {
 	return &controller{t: t, URL: srv.URL, st: st, cond: cond}
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
