@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"sync"
 
 	"github.com/klauspost/compress/flate"
 	"github.com/klauspost/compress/zstd"
 	"github.com/lima-vm/go-qcow2reader/image/qcow2"
+	qlog "github.com/lima-vm/go-qcow2reader/log"
 )
 
 // qcow2Info is what validateQCOW2 learned from an image it accepts.
@@ -163,7 +165,7 @@ func validateQCOW2(ra io.ReaderAt, size int64) (qcow2Info, error) {
 		// Only entries that map into the virtual size matter.
 		count := min(l2Entries, (int64(virt)-i*perL2+cluster-1)/cluster)
 		for j := int64(0); j < count; j++ {
-			if err := checkL2Entry(be.Uint64(l2[j*entryLen:]), info.ClusterBits, size); err != nil {
+			if err := checkL2Entry(be.Uint64(l2[j*entryLen:]), info.ClusterBits, size, info.ExtendedL2); err != nil {
 				return info, fmt.Errorf("qcow2 L2 table %d entry %d: %w", i, j, err)
 			}
 		}
@@ -171,7 +173,9 @@ func validateQCOW2(ra io.ReaderAt, size int64) (qcow2Info, error) {
 	return info, nil
 }
 
-func checkL2Entry(e uint64, clusterBits uint32, size int64) error {
+// checkL2Entry checks one L2 entry. With extended L2 entries qemu writes only
+// the allocated subclusters, so the file may end inside the last cluster.
+func checkL2Entry(e uint64, clusterBits uint32, size int64, extended bool) error {
 	cluster := int64(1) << clusterBits
 	if e&(1<<62) != 0 { // compressed
 		x := 62 - (clusterBits - 8)
@@ -188,7 +192,11 @@ func checkL2Entry(e uint64, clusterBits uint32, size int64) error {
 	if e&0x3f000000000001fe != 0 {
 		return fmt.Errorf("reserved bits set (%#x)", e)
 	}
-	if off%cluster != 0 || off+cluster > size {
+	end := off + cluster
+	if extended {
+		end = off + 1
+	}
+	if off%cluster != 0 || end > size {
 		return fmt.Errorf("data cluster at %d outside the %d-byte file or unaligned", off, size)
 	}
 	return nil
@@ -237,6 +245,9 @@ var (
 )
 
 func init() {
+	// The reader warns about things validateQCOW2 already decided on
+	// (extended L2 is "experimental"); keep them out of the console.
+	qlog.SetWarnFunc(func(s string) { slog.Debug("go-qcow2reader", "warning", s) })
 	qcow2.SetDecompressor(qcow2.CompressionTypeZlib, func(r io.Reader) (io.ReadCloser, error) {
 		if fr, ok := flatePool.Get().(io.ReadCloser); ok {
 			if err := fr.(flate.Resetter).Reset(r, nil); err == nil {

@@ -318,8 +318,8 @@ func (p *pipeline) produceQCOW2(img qimage.Image, off, size int64) error {
 		if err != nil {
 			return fmt.Errorf("map qcow2 image at %d: %w", pos, err)
 		}
-		if ext.Length <= 0 {
-			zero = false
+		if ext.Length <= 0 || ext.Start+ext.Length <= pos {
+			zero = false // no progress: let ReadAt decide
 			break
 		}
 		zero = ext.Zero
@@ -350,6 +350,9 @@ func readFullAt(ra io.ReaderAt, b []byte, off int64) error {
 		}
 		if err != nil && (err != io.EOF || n == 0) {
 			return err
+		}
+		if n == 0 {
+			return io.ErrNoProgress
 		}
 	}
 	return nil
