@@ -148,7 +148,8 @@ func (r *rangeReader) evictLocked() bool {
 	return true
 }
 
-// fetch reads [off, off+len(buf)) with a Range request, retrying.
+// fetch reads [off, off+len(buf)) with a Range request, retrying failed
+// requests and cut bodies alike up to Retries times.
 func (r *rangeReader) fetch(buf []byte, off int64) ([]byte, error) {
 	var lastErr error
 	for attempt := 0; attempt <= max(r.s.opts.Retries, 0); attempt++ {
@@ -157,18 +158,18 @@ func (r *rangeReader) fetch(buf []byte, off int64) ([]byte, error) {
 				return nil, err
 			}
 		}
-		resp, err := r.s.get(r.ctx, off, off+int64(len(buf))-1, false)
-		if err != nil {
-			return nil, fmt.Errorf("read image %s bytes %d-%d: %w", r.s.url, off, off+int64(len(buf))-1, err)
-		}
-		_, err = io.ReadFull(resp.Body, buf)
-		resp.Body.Close()
+		resp, err := r.s.getOnce(r.ctx, off, off+int64(len(buf))-1, false)
 		if err == nil {
-			return buf, nil
+			_, err = io.ReadFull(resp.Body, buf)
+			resp.Body.Close()
+			if err == nil {
+				return buf, nil
+			}
 		}
 		lastErr = err
-		if r.ctx.Err() != nil {
-			return nil, r.ctx.Err()
+		var se *httpStatusError
+		if errors.As(err, &se) || r.ctx.Err() != nil {
+			break
 		}
 	}
 	return nil, fmt.Errorf("read image %s bytes %d-%d: %w", r.s.url, off, off+int64(len(buf))-1, lastErr)
