@@ -48,7 +48,7 @@ func (l *Lab) AdminHandler() http.Handler {
 		var f Faults
 		b, _ := io.ReadAll(io.LimitReader(r.Body, 1<<16))
 		if err := json.Unmarshal(b, &f); err != nil {
-			http.Error(w, "bad faults: "+err.Error(), http.StatusBadRequest)
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "bad faults: " + err.Error()})
 			return
 		}
 		for _, b := range bmcs {
@@ -79,7 +79,7 @@ func (l *Lab) AdminHandler() http.Handler {
 func (l *Lab) index(w http.ResponseWriter, r *http.Request) (int, bool) {
 	i, err := strconv.Atoi(r.PathValue("i"))
 	if err != nil || i < 0 || i >= len(l.BMCs) {
-		http.Error(w, "no such BMC", http.StatusNotFound)
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such BMC"})
 		return 0, false
 	}
 	return i, true
