@@ -488,6 +488,13 @@ func (s *Service) insertMedia(w http.ResponseWriter, r *http.Request, sys *syste
 		if errors.Is(err, ErrMediaInserted) {
 			return errResourceInUse()
 		}
+		if errors.Is(err, ErrMediaUnreachable) {
+			return baseError(http.StatusBadRequest, "CouldNotEstablishConnection",
+				"The service failed to establish a connection with the URI '"+image+"'.",
+				"Ensure that the URI contains a valid and reachable node name, protocol information and other URI components.",
+				[]string{"#/Image"}, image)
+		}
+		s.log.Error("insert media failed", "system", sys.id, "err", err)
 		return errGeneral(http.StatusInternalServerError)
 	}
 	s.p.ok(w)
