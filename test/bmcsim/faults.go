@@ -22,6 +22,10 @@ type Faults struct {
 	// SessionLimit caps concurrent sessions (0 = unlimited); creating one
 	// more fails the way the personality's BMC fails.
 	SessionLimit int
+	// SessionTTL expires sessions this long after their creation (0 = never):
+	// requests with an older X-Auth-Token get 401, as after a BMC's session
+	// timeout. Service.ExpireSessions ends them all at once instead.
+	SessionTTL time.Duration
 }
 
 type faultsJSON struct {
@@ -30,6 +34,7 @@ type faultsJSON struct {
 	ErrorStatus  int     `json:"error_status,omitempty"`
 	DropRate     float64 `json:"drop_rate,omitempty"`
 	SessionLimit int     `json:"session_limit,omitempty"`
+	SessionTTL   string  `json:"session_ttl,omitempty"` // Go duration
 }
 
 // MarshalJSON writes the admin API form: latency as a Go duration string.
@@ -37,6 +42,9 @@ func (f Faults) MarshalJSON() ([]byte, error) {
 	j := faultsJSON{ErrorRate: f.ErrorRate, ErrorStatus: f.ErrorStatus, DropRate: f.DropRate, SessionLimit: f.SessionLimit}
 	if f.Latency != 0 {
 		j.Latency = f.Latency.String()
+	}
+	if f.SessionTTL != 0 {
+		j.SessionTTL = f.SessionTTL.String()
 	}
 	return json.Marshal(j)
 }
@@ -54,6 +62,13 @@ func (f *Faults) UnmarshalJSON(b []byte) error {
 			return fmt.Errorf("parse latency: %w", err)
 		}
 		n.Latency = d
+	}
+	if j.SessionTTL != "" {
+		d, err := time.ParseDuration(j.SessionTTL)
+		if err != nil {
+			return fmt.Errorf("parse session_ttl: %w", err)
+		}
+		n.SessionTTL = d
 	}
 	if err := n.Validate(); err != nil {
 		return err
@@ -73,6 +88,8 @@ func (f Faults) Validate() error {
 		return fmt.Errorf("drop rate %v is outside 0..1", f.DropRate)
 	case f.ErrorStatus != 0 && (f.ErrorStatus < 500 || f.ErrorStatus > 599):
 		return fmt.Errorf("error status %d is not a 5xx", f.ErrorStatus)
+	case f.SessionTTL < 0:
+		return fmt.Errorf("session TTL %v is negative", f.SessionTTL)
 	case f.SessionLimit < 0:
 		return fmt.Errorf("session limit %d is negative", f.SessionLimit)
 	}

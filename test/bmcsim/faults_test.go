@@ -21,16 +21,17 @@ func TestFaultsValidate(t *testing.T) {
 		{Faults{DropRate: -0.1}, false},
 		{Faults{ErrorStatus: 404}, false},
 		{Faults{SessionLimit: -1}, false},
+		{Faults{SessionTTL: -time.Second}, false},
 	} {
 		if err := tc.f.Validate(); (err == nil) != tc.ok {
 			t.Errorf("%+v: err %v", tc.f, err)
 		}
 	}
 	var f Faults
-	if err := json.Unmarshal([]byte(`{"latency":"150ms","error_rate":0.25,"error_status":503}`), &f); err != nil {
+	if err := json.Unmarshal([]byte(`{"latency":"150ms","error_rate":0.25,"error_status":503,"session_ttl":"1m"}`), &f); err != nil {
 		t.Fatal(err)
 	}
-	if f.Latency != 150*time.Millisecond || f.ErrorRate != 0.25 || f.ErrorStatus != 503 {
+	if f.Latency != 150*time.Millisecond || f.ErrorRate != 0.25 || f.ErrorStatus != 503 || f.SessionTTL != time.Minute {
 		t.Errorf("decoded %+v", f)
 	}
 	b, _ := json.Marshal(f)
@@ -153,6 +154,17 @@ func TestSessionLimitAndExpiry(t *testing.T) {
 			}
 			if b.Sessions() != 0 {
 				t.Errorf("sessions after expiry: %d", b.Sessions())
+			}
+
+			// A session TTL expires tokens by age.
+			_ = b.SetFaults(Faults{SessionTTL: 500 * time.Millisecond})
+			_, h, _ := do(t, nil, "POST", url, "", "", map[string]string{"UserName": u, "Password": p})
+			if st := get(h.Get("X-Auth-Token")); st != 200 {
+				t.Errorf("fresh token: %d", st)
+			}
+			time.Sleep(600 * time.Millisecond)
+			if st := get(h.Get("X-Auth-Token")); st != 401 {
+				t.Errorf("token past TTL: %d", st)
 			}
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -50,8 +51,11 @@ type LabConfig struct {
 	// inventory has unique MAC/serial/UUID and the personality's vendor.
 	NewBackend func(i int) (Backend, error)
 	// Host to listen on (default 127.0.0.1).
-	Host   string
-	Logger *slog.Logger
+	Host string
+	// BasePort, if not 0, makes BMC i listen on BasePort+i instead of a
+	// random free port.
+	BasePort int
+	Logger   *slog.Logger
 }
 
 // Lab is a rack of simulated BMCs, one listener each.
@@ -86,7 +90,11 @@ func StartLab(cfg LabConfig) (*Lab, error) {
 			_ = l.Close()
 			return nil, err
 		}
-		b, err := Listen(net.JoinHostPort(host, "0"), svc)
+		port := 0
+		if cfg.BasePort != 0 {
+			port = cfg.BasePort + i
+		}
+		b, err := Listen(net.JoinHostPort(host, strconv.Itoa(port)), svc)
 		if err != nil {
 			_ = l.Close()
 			return nil, err

@@ -272,8 +272,13 @@ func only(r *http.Request, allow string, h func() *apiError) *apiError {
 
 func (s *Service) authenticate(r *http.Request) *apiError {
 	if tok := r.Header.Get("X-Auth-Token"); tok != "" {
+		ttl := s.faults.Load().SessionTTL
 		s.mu.Lock()
-		_, ok := s.sessions[tok]
+		se, ok := s.sessions[tok]
+		if ok && ttl > 0 && time.Since(se.created) > ttl {
+			delete(s.sessions, tok)
+			ok = false
+		}
 		s.mu.Unlock()
 		if ok {
 			return nil
