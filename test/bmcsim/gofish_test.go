@@ -362,8 +362,19 @@ func TestManySystemsOneService(t *testing.T) {
 		if (ps == PowerOn) != (i == 3) {
 			t.Errorf("system %s power %s", s.ID, ps)
 		}
+		// one GET each from Systems(), plus the reset POST on node-d
+		if want := uint64(1 + btoi(i == 3)); svc.SystemRequests(s.ID) != want {
+			t.Errorf("system %s requests %d, want %d", s.ID, svc.SystemRequests(s.ID), want)
+		}
 	}
 	if _, err := NewService(Config{Personality: "idrac", Systems: systems}); err == nil {
 		t.Error("idrac with 5 systems accepted")
 	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -123,6 +123,14 @@ func (l *Lab) Requests() []uint64 {
 	return n
 }
 
+// Memory returns the Memory backend of BMC i's first system, nil if that
+// system has another backend.
+func (l *Lab) Memory(i int) *Memory {
+	b := l.BMCs[i]
+	m, _ := b.Backend(b.SystemIDs()[0]).(*Memory)
+	return m
+}
+
 // SetFaults sets the same faults on every BMC.
 func (l *Lab) SetFaults(f Faults) error {
 	for _, b := range l.BMCs {

@@ -217,3 +217,46 @@ func TestQEMUBootOverrideAndReboot(t *testing.T) {
 		t.Errorf("final power %s", ps)
 	}
 }
+
+// TestQEMUUEFIPxe boots OVMF from pflash with a Pxe/Once override and checks
+// that iPXE's EFI driver configured the NIC; ForceOff then ends the process.
+func TestQEMUUEFIPxe(t *testing.T) {
+	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
+		t.Skipf("qemu-system-x86_64 not installed: %v", err)
+	}
+	for _, f := range []string{"/usr/share/OVMF/OVMF_CODE_4M.fd", "/usr/share/OVMF/OVMF_VARS_4M.fd"} {
+		if _, err := os.Stat(f); err != nil {
+			t.Skipf("OVMF not installed: %v", err)
+		}
+	}
+	dir := t.TempDir()
+	disk := filepath.Join(dir, "disk.raw")
+	if err := os.WriteFile(disk, make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const mac = "52:54:00:65:66:01"
+	q, err := NewQEMU(QEMUConfig{Dir: filepath.Join(dir, "vm"), Disk: disk, MAC: mac, UEFI: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = q.Close(context.Background()) })
+	ctx := context.Background()
+	if err := q.SetBootOverride(ctx, BootOverride{Enabled: OverrideOnce, Target: TargetPxe, Mode: ModeUEFI}); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Reset(ctx, ResetOn); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "vm", "OVMF_VARS.fd")); err != nil {
+		t.Errorf("no per-VM VARS copy: %v", err)
+	}
+	waitFor(t, "iPXE (EFI) DHCP", 50*time.Second, func() bool {
+		return strings.Contains(segment(t, q.SerialLog(), 1), "Configuring (net0 "+mac+")")
+	})
+	if err := q.Reset(ctx, ResetForceOff); err != nil {
+		t.Fatal(err)
+	}
+	if ps, _ := q.PowerState(ctx); ps != PowerOff || q.PowerOns() != 1 {
+		t.Errorf("after ForceOff: %s, %d power-ons", ps, q.PowerOns())
+	}
+}

@@ -40,9 +40,8 @@ func TestScale1000BMCs(t *testing.T) {
 		if c != 4 {
 			t.Errorf("BMC %d served %d requests, want 4", i, c)
 		}
-		m := lab.BMCs[i].Backend(lab.BMCs[i].SystemIDs()[0]).(*Memory)
-		if len(m.Boots()) != 1 {
-			t.Errorf("BMC %d booted %d times", i, len(m.Boots()))
+		if m := lab.Memory(i); len(m.Boots()) != 1 {
+			t.Errorf("BMC %d booted %d times", i, len(lab.Memory(i).Boots()))
 		}
 	}
 }

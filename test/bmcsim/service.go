@@ -48,10 +48,11 @@ type SystemConfig struct {
 }
 
 type system struct {
-	id      string
-	backend Backend
-	mu      sync.Mutex
-	asset   string
+	id       string
+	backend  Backend
+	requests atomic.Uint64 // requests under Systems/<id> and Chassis/<id>
+	mu       sync.Mutex
+	asset    string
 }
 
 type session struct {
@@ -167,6 +168,17 @@ func (s *Service) Faults() Faults { return *s.faults.Load() }
 // Requests returns how many HTTP requests reached the service (including
 // faulted ones) since it started or since the last ResetRequests.
 func (s *Service) Requests() uint64 { return s.requests.Load() }
+
+// SystemRequests returns how many requests addressed the system with the
+// given ID (paths under Systems/<id> or Chassis/<id>): the per-node count when
+// many systems share one service. Session, service-root and manager requests
+// are only in Requests.
+func (s *Service) SystemRequests(id string) uint64 {
+	if sys := s.byID[id]; sys != nil {
+		return sys.requests.Load()
+	}
+	return 0
+}
 
 // ResetRequests sets the request counter back to zero and returns its old value.
 func (s *Service) ResetRequests() uint64 { return s.requests.Swap(0) }
@@ -568,6 +580,7 @@ func (s *Service) routeChassis(w http.ResponseWriter, r *http.Request, seg []str
 	if sys == nil || len(seg) != 1 {
 		return errNotFound(r.URL.Path)
 	}
+	sys.requests.Add(1)
 	return only(r, "GET", func() *apiError {
 		inv := sys.backend.Inventory()
 		ps, err := sys.backend.PowerState(r.Context())

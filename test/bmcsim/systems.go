@@ -24,6 +24,7 @@ func (s *Service) routeSystems(w http.ResponseWriter, r *http.Request, seg []str
 	if sys == nil {
 		return errNotFound(r.URL.Path)
 	}
+	sys.requests.Add(1)
 	spath := s.SystemPath(sys.id)
 	rest := seg[1:]
 	switch {
