@@ -1,6 +1,7 @@
 package bmcsim
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"sort"
@@ -29,6 +30,8 @@ type Personality struct {
 	checkBoot []func(cur BootOverride, p bootPatch) *apiError
 	// adjustBoot rewrites the new override after a PATCH was accepted.
 	adjustBoot func(next BootOverride, p bootPatch) BootOverride
+	// checkInsert rejects an InsertMedia body before it is applied.
+	checkInsert []func(body map[string]json.RawMessage) *apiError
 	// sessionLimit is the error returned when the session limit is reached.
 	sessionLimit func() *apiError
 	// ok writes a successful PATCH or action response.
@@ -124,6 +127,7 @@ func init() {
 			ResetForceRestart, ResetNmi, ResetForceOn},
 		BootTargets: []string{TargetNone, TargetPxe, TargetFloppy, TargetCd, TargetUsb, TargetHdd, TargetBiosSetup, TargetUsbCd, TargetUefiBootNext, TargetUefiHTTP},
 		adjustBoot:  supermicroModeRevertsWhenOmitted,
+		checkInsert: []func(map[string]json.RawMessage) *apiError{supermicroInsertImageOnly},
 	})
 }
 
@@ -182,6 +186,19 @@ func supermicroModeRevertsWhenOmitted(next BootOverride, p bootPatch) BootOverri
 		next.Mode = ModeLegacy
 	}
 	return next
+}
+
+// supermicroInsertImageOnly: Supermicro's InsertMedia accepts only Image
+// (and credentials); the optional Inserted and WriteProtected parameters are
+// rejected with 400 "The property Inserted is not in the list of valid
+// properties for the resource." (ansible-collections/community.general#4839).
+func supermicroInsertImageOnly(body map[string]json.RawMessage) *apiError {
+	for _, k := range []string{"Inserted", "WriteProtected"} {
+		if _, ok := body[k]; ok {
+			return errPropertyUnknown(k)
+		}
+	}
+	return nil
 }
 
 // iloEnvelope wraps messages the way iLO does: every response body, success

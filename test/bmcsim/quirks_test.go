@@ -1,6 +1,7 @@
 package bmcsim
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -84,5 +85,43 @@ func TestQuirksOverHTTP(t *testing.T) {
 				t.Errorf("%s: mode %s, want %s", tc.body, bo.Mode, tc.wantMode)
 			}
 		})
+	}
+}
+
+func TestSupermicroInsertImageOnly(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		ok   bool
+	}{
+		{`{"Image":"http://x/a.iso"}`, true},
+		{`{"Image":"http://x/a.iso","UserName":"u","Password":"p"}`, true},
+		{`{"Image":"http://x/a.iso","Inserted":true}`, false},
+		{`{"Image":"http://x/a.iso","WriteProtected":true}`, false},
+	} {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(tc.body), &m); err != nil {
+			t.Fatal(err)
+		}
+		e := supermicroInsertImageOnly(m)
+		if (e == nil) != tc.ok {
+			t.Errorf("%s: %v", tc.body, e)
+		}
+		if e != nil && (e.Status != 400 || !strings.HasSuffix(e.Info[0].MessageID, "PropertyUnknown")) {
+			t.Errorf("%s: %+v", tc.body, e)
+		}
+	}
+	// On the wire: the same body is fine for generic and rejected by supermicro.
+	for name, want := range map[string]int{"generic": 204, "supermicro": 400} {
+		b := startLab(t, 1, name).BMCs[0]
+		u, p := b.Credentials()
+		path := b.SystemPath(b.SystemIDs()[0]) + "/VirtualMedia/CD1"
+		if b.Personality().VirtualMediaOnManager {
+			path = "/redfish/v1/Managers/" + b.Personality().ManagerID + "/VirtualMedia/CD1"
+		}
+		st, _, _ := do(t, nil, "POST", b.URL+path+"/Actions/VirtualMedia.InsertMedia", u, p,
+			`{"Image":"http://x/a.iso","Inserted":true,"WriteProtected":true}`)
+		if st != want {
+			t.Errorf("%s: insert with Inserted: %d, want %d", name, st, want)
+		}
 	}
 }

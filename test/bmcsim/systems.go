@@ -462,6 +462,11 @@ func (s *Service) insertMedia(w http.ResponseWriter, r *http.Request, sys *syste
 	if !ok {
 		return errActionParamMissing(action, "Image")
 	}
+	for _, check := range s.p.checkInsert {
+		if e := check(body); e != nil {
+			return e
+		}
+	}
 	if !strings.HasPrefix(image, "http://") && !strings.HasPrefix(image, "https://") {
 		return baseError(http.StatusBadRequest, "ActionParameterValueFormatError",
 			"The value '"+image+"' for the parameter Image in the action "+action+" is of a different format than the parameter can accept.",
