@@ -2,6 +2,7 @@ package bmcsim
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net/http"
 	"slices"
@@ -377,4 +378,35 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// TestTLSLab serves HTTPS with a self-signed certificate: a verifying client
+// with the lab's pool and an Insecure gofish client both work, a verifying
+// client without it fails.
+func TestTLSLab(t *testing.T) {
+	lab, err := StartLab(LabConfig{N: 2, TLS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lab.Close()
+	b := lab.BMCs[1]
+	if !strings.HasPrefix(b.URL, "https://") {
+		t.Fatalf("URL %s", b.URL)
+	}
+	u, p := b.Credentials()
+	c, err := gofish.ConnectContext(context.Background(), gofish.ClientConfig{Endpoint: b.URL, Username: u, Password: p, Insecure: true})
+	if err != nil {
+		t.Fatalf("insecure gofish: %v", err)
+	}
+	if s, err := c.Service.Systems(); err != nil || len(s) != 1 {
+		t.Errorf("systems over TLS: %v", err)
+	}
+	verifying := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: lab.CertPool}}}
+	if st, _, _ := do(t, verifying, "GET", b.URL+"/redfish/v1", "", "", nil); st != 200 {
+		t.Errorf("verifying client: %d", st)
+	}
+	if resp, err := http.Get(b.URL + "/redfish/v1"); err == nil {
+		resp.Body.Close()
+		t.Error("untrusted certificate accepted by the default client")
+	}
 }

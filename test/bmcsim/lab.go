@@ -2,6 +2,8 @@ package bmcsim
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,13 +22,23 @@ type BMC struct {
 	ln  net.Listener
 }
 
-// Listen starts serving svc on addr ("127.0.0.1:0" picks a free port).
-func Listen(addr string, svc *Service) (*BMC, error) {
+// Listen starts serving svc over plain HTTP on addr ("127.0.0.1:0" picks a
+// free port).
+func Listen(addr string, svc *Service) (*BMC, error) { return ListenTLS(addr, svc, nil) }
+
+// ListenTLS starts serving svc on addr, over HTTPS when cert is not nil (see
+// SelfSignedCert), as real BMCs do.
+func ListenTLS(addr string, svc *Service, cert *tls.Certificate) (*BMC, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen for BMC on %s: %w", addr, err)
 	}
-	b := &BMC{Service: svc, URL: "http://" + ln.Addr().String(), ln: ln,
+	scheme := "http://"
+	if cert != nil {
+		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{*cert}, MinVersion: tls.VersionTLS12})
+		scheme = "https://"
+	}
+	b := &BMC{Service: svc, URL: scheme + ln.Addr().String(), ln: ln,
 		srv: &http.Server{Handler: svc, ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog: slog.NewLogLogger(slog.DiscardHandler, slog.LevelError)}}
 	go func() { _ = b.srv.Serve(ln) }()
@@ -52,6 +64,9 @@ type LabConfig struct {
 	NewBackend func(i int) (Backend, error)
 	// Host to listen on (default 127.0.0.1).
 	Host string
+	// TLS serves HTTPS with one self-signed certificate for Host (Lab.CertPool
+	// trusts it; gofish clients can also set Insecure).
+	TLS bool
 	// BasePort, if not 0, makes BMC i listen on BasePort+i instead of a
 	// random free port.
 	BasePort int
@@ -61,6 +76,8 @@ type LabConfig struct {
 // Lab is a rack of simulated BMCs, one listener each.
 type Lab struct {
 	BMCs []*BMC
+	// CertPool trusts the BMCs' certificate when LabConfig.TLS is set.
+	CertPool *x509.CertPool
 }
 
 // StartLab starts cfg.N BMCs. Close the lab when done.
@@ -74,6 +91,14 @@ func StartLab(cfg LabConfig) (*Lab, error) {
 		host = "127.0.0.1"
 	}
 	l := &Lab{}
+	var cert *tls.Certificate
+	if cfg.TLS {
+		c, pool, err := SelfSignedCert(host, "localhost")
+		if err != nil {
+			return nil, err
+		}
+		cert, l.CertPool = &c, pool
+	}
 	for i := 0; i < cfg.N; i++ {
 		var be Backend
 		if cfg.NewBackend != nil {
@@ -94,7 +119,7 @@ func StartLab(cfg LabConfig) (*Lab, error) {
 		if cfg.BasePort != 0 {
 			port = cfg.BasePort + i
 		}
-		b, err := Listen(net.JoinHostPort(host, strconv.Itoa(port)), svc)
+		b, err := ListenTLS(net.JoinHostPort(host, strconv.Itoa(port)), svc, cert)
 		if err != nil {
 			_ = l.Close()
 			return nil, err

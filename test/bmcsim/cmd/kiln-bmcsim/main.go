@@ -48,7 +48,7 @@ type options struct {
 	bootFile, tftpDir string
 	uefi              bool
 	memMiB, cpus      int
-	verbose           bool
+	verbose, tls      bool
 }
 
 // run starts the lab, prints one JSON line per BMC to out, and serves until
@@ -73,6 +73,7 @@ func run(ctx context.Context, args []string, out io.Writer, ready chan<- *bmcsim
 	fs.IntVar(&o.memMiB, "mem", 1024, "qemu: guest memory in MiB")
 	fs.IntVar(&o.cpus, "cpus", 2, "qemu: guest CPUs")
 	fs.BoolVar(&o.verbose, "v", false, "log every request")
+	fs.BoolVar(&o.tls, "tls", false, "serve HTTPS with a self-signed certificate")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -95,7 +96,7 @@ func run(ctx context.Context, args []string, out io.Writer, ready chan<- *bmcsim
 		return err
 	}
 	lab, err := bmcsim.StartLab(bmcsim.LabConfig{N: o.n, Personality: o.personality, Username: o.user,
-		Password: o.pass, NewBackend: newBackend, Host: o.host, BasePort: o.basePort, Logger: logger})
+		Password: o.pass, NewBackend: newBackend, Host: o.host, BasePort: o.basePort, TLS: o.tls, Logger: logger})
 	if err != nil {
 		return err
 	}
