@@ -394,7 +394,11 @@ func TestTLSLab(t *testing.T) {
 		t.Fatalf("URL %s", b.URL)
 	}
 	u, p := b.Credentials()
-	c, err := gofish.ConnectContext(context.Background(), gofish.ClientConfig{Endpoint: b.URL, Username: u, Password: p, Insecure: true})
+	// gofish v0.23.0 copies http.DefaultTransport's *tls.Config pointer and
+	// sets InsecureSkipVerify on it, which would make every default client in
+	// the process insecure: always hand it its own transport.
+	c, err := gofish.ConnectContext(context.Background(), gofish.ClientConfig{Endpoint: b.URL, Username: u, Password: p,
+		Insecure: true, HTTPClient: &http.Client{Transport: &http.Transport{}}})
 	if err != nil {
 		t.Fatalf("insecure gofish: %v", err)
 	}
@@ -405,8 +409,9 @@ func TestTLSLab(t *testing.T) {
 	if st, _, _ := do(t, verifying, "GET", b.URL+"/redfish/v1", "", "", nil); st != 200 {
 		t.Errorf("verifying client: %d", st)
 	}
-	if resp, err := http.Get(b.URL + "/redfish/v1"); err == nil {
+	fresh := &http.Client{Transport: &http.Transport{}}
+	if resp, err := fresh.Get(b.URL + "/redfish/v1"); err == nil {
 		resp.Body.Close()
-		t.Error("untrusted certificate accepted by the default client")
+		t.Error("untrusted certificate accepted by a default client")
 	}
 }
