@@ -7,6 +7,22 @@
 // Memory (thousands per process, for scale and fault tests) or QEMU (a real VM
 // per system, for end-to-end tests). A Lab starts N services, one per
 // 127.0.0.1 port, like a rack of BMCs.
+//
+// Typical use in a test:
+//
+//	lab, _ := bmcsim.StartLab(bmcsim.LabConfig{N: 100, Personality: "idrac"})
+//	defer lab.Close()
+//	b := lab.BMCs[7]
+//	user, pass := b.Credentials()           // endpoint: b.URL
+//	_ = b.SetFaults(bmcsim.Faults{ErrorRate: 0.2, Latency: 50 * time.Millisecond})
+//	b.ExpireSessions()                      // next X-Auth-Token use gets 401
+//	n := b.Requests()                       // requests this BMC served
+//	boots := lab.Memory(7).Boots()          // which device each power-on booted
+//
+// Personalities (generic, idrac, ilo, supermicro) reproduce documented
+// vendor behaviour; see personality.go for each quirk and its public source.
+// The service enforces If-Match on PATCH against the ETag it sends, as a
+// conformant service may: re-read a resource before patching it.
 package bmcsim
 
 import (
