@@ -55,8 +55,10 @@ type PowerState string
 
 // Power states reported by backends.
 const (
-	PowerOn  PowerState = "On"
-	PowerOff PowerState = "Off"
+	PowerOn          PowerState = "On"
+	PowerOff         PowerState = "Off"
+	PowerPoweringOn  PowerState = "PoweringOn"
+	PowerPoweringOff PowerState = "PoweringOff"
 )
 
 // Boot override values (Redfish Boot.BootSourceOverride*).

@@ -22,16 +22,37 @@ type BootRecord struct {
 type Memory struct {
 	inv Inventory
 
-	mu     sync.Mutex
-	power  PowerState
-	boot   BootOverride
-	media  Media
-	boots  []BootRecord
-	nmis   int
-	resets []ResetType
+	mu        sync.Mutex
+	behavior  MemoryBehavior
+	changedAt time.Time // last power change, for TransitionDelay
+	power     PowerState
+	boot      BootOverride
+	media     Media
+	boots     []BootRecord
+	nmis      int
+	resets    []ResetType
 }
 
 var _ Backend = (*Memory)(nil)
+
+// MemoryBehavior tunes how a Memory system reacts to power actions, so tests
+// can reproduce slow or uncooperative machines.
+type MemoryBehavior struct {
+	// IgnoreGraceful makes the "OS" ignore the ACPI power button:
+	// GracefulShutdown, GracefulRestart and PushPowerButton (when on) are
+	// accepted but change nothing, as with a hung or minimal OS.
+	IgnoreGraceful bool
+	// TransitionDelay makes PowerState report PoweringOn/PoweringOff for this
+	// long after each power change, as real BMCs do while the host sequences.
+	TransitionDelay time.Duration
+}
+
+// SetBehavior changes the behaviour from now on.
+func (m *Memory) SetBehavior(b MemoryBehavior) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.behavior = b
+}
 
 // NewMemory returns a powered-off Memory backend with the given inventory.
 // Missing inventory facts get defaults derived from index (unique MAC,
@@ -96,11 +117,23 @@ func (m *Memory) Inventory() Inventory { return m.inv }
 func (m *Memory) PowerState(context.Context) (PowerState, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if d := m.behavior.TransitionDelay; d > 0 && time.Since(m.changedAt) < d {
+		if m.power == PowerOn {
+			return PowerPoweringOn, nil
+		}
+		return PowerPoweringOff, nil
+	}
 	return m.power, nil
 }
 
-// Reset implements Backend. Graceful actions complete at once (the simulated
-// guest always cooperates).
+func (m *Memory) powerOffLocked() {
+	if m.power != PowerOff {
+		m.power, m.changedAt = PowerOff, time.Now()
+	}
+}
+
+// Reset implements Backend. Graceful actions complete at once unless the
+// behaviour says the guest ignores them.
 func (m *Memory) Reset(_ context.Context, t ResetType) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -110,15 +143,26 @@ func (m *Memory) Reset(_ context.Context, t ResetType) error {
 		if m.power == PowerOff {
 			m.bootLocked(t)
 		}
-	case ResetForceOff, ResetGracefulShutdown:
-		m.power = PowerOff
+	case ResetForceOff:
+		m.powerOffLocked()
+	case ResetGracefulShutdown:
+		if !m.behavior.IgnoreGraceful {
+			m.powerOffLocked()
+		}
 	case ResetPushPowerButton:
-		if m.power == PowerOn {
-			m.power = PowerOff
-		} else {
+		if m.power == PowerOff {
+			m.bootLocked(t)
+		} else if !m.behavior.IgnoreGraceful {
+			m.powerOffLocked()
+		}
+	case ResetGracefulRestart:
+		if m.power == PowerOff {
+			return ErrPoweredOff
+		}
+		if !m.behavior.IgnoreGraceful {
 			m.bootLocked(t)
 		}
-	case ResetForceRestart, ResetGracefulRestart, ResetPowerCycle:
+	case ResetForceRestart, ResetPowerCycle:
 		m.bootLocked(t)
 	case ResetNmi:
 		if m.power == PowerOff {
@@ -132,7 +176,7 @@ func (m *Memory) Reset(_ context.Context, t ResetType) error {
 }
 
 func (m *Memory) bootLocked(t ResetType) {
-	m.power = PowerOn
+	m.power, m.changedAt = PowerOn, time.Now()
 	rec := BootRecord{At: time.Now(), Target: m.boot.EffectiveTarget(), Reset: t}
 	if m.media.Inserted {
 		rec.Media = m.media.Image
@@ -155,7 +199,7 @@ func (m *Memory) GuestReboot() {
 func (m *Memory) GuestPowerOff() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.power = PowerOff
+	m.powerOffLocked()
 }
 
 // Boots returns a copy of the power-on history.

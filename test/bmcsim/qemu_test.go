@@ -199,6 +199,16 @@ func TestQEMUBootOverrideAndReboot(t *testing.T) {
 	if got := firstBoot(segment(t, log, 3)); got != "cd" {
 		t.Errorf("power-on 3 booted %s first, want cd", got)
 	}
+	// GracefulShutdown and Nmi go through QMP; firmware without an OS ignores
+	// the ACPI power button, so the VM stays on, as a real machine would.
+	for _, rt := range []schemas.ResetType{schemas.GracefulShutdownResetType, schemas.NmiResetType} {
+		if _, err := sys.Reset(rt); err != nil {
+			t.Errorf("%s: %v", rt, err)
+		}
+	}
+	if ps := refresh(t, c, sys).PowerState; ps != schemas.OnPowerState || q.PowerOns() != 3 {
+		t.Errorf("after GracefulShutdown without an OS: %s, %d power-ons", ps, q.PowerOns())
+	}
 	// ForceRestart = quit + start: a fourth process, booting the default order.
 	if _, err := sys.Reset(schemas.ForceRestartResetType); err != nil {
 		t.Fatal(err)
