@@ -1,0 +1,272 @@
+package bmcsim
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stmcginnis/gofish/schemas"
+)
+
+func TestQEMUArgs(t *testing.T) {
+	noROM := ""
+	q := &QEMU{cfg: QEMUConfig{Dir: "/vm/x", Accel: "tcg", CPUs: 2, MemoryMiB: 1024, MAC: "52:54:00:00:00:01",
+		Disk: "/vm/x/disk.qcow2", DiskFormat: "qcow2", BootFile: "http://10.0.2.2:8080/boot.ipxe", TFTPDir: "/tftp",
+		UEFI: true, OVMFCode: "/code.fd", NICROMFile: &noROM},
+		inv: Inventory{UUID: "u", SerialNumber: "s,1"}}
+	for _, tc := range []struct {
+		target, iso string
+		order       []string
+	}{
+		{TargetPxe, "", []string{"nic", "disk"}},
+		{TargetNone, "", []string{"disk", "nic"}},
+		{TargetHdd, "/i.iso", []string{"disk", "cd", "nic"}},
+		{TargetCd, "/i.iso", []string{"cd", "disk", "nic"}},
+	} {
+		args, order := q.args(tc.target, tc.iso)
+		if !slices.Equal(order, tc.order) {
+			t.Errorf("%s: order %v, want %v", tc.target, order, tc.order)
+		}
+		line := strings.Join(args, " ")
+		for _, want := range []string{"-machine q35", "-accel tcg", "-no-reboot", "-m 1024",
+			"virtio-net-pci,netdev=n0,id=nic0,mac=52:54:00:00:00:01,bootindex=" + itoa(slices.Index(order, "nic")+1) + ",romfile=",
+			"user,id=n0,tftp=/tftp,bootfile=http://10.0.2.2:8080/boot.ipxe",
+			"format=qcow2", "bootindex=" + itoa(slices.Index(order, "disk")+1),
+			"if=pflash,format=raw,unit=0,readonly=on,file=/code.fd", "file=/vm/x/OVMF_VARS.fd",
+			"type=1,serial=s,,1"} {
+			if !strings.Contains(line, want) {
+				t.Errorf("%s: args lack %q: %s", tc.target, want, line)
+			}
+		}
+		if (tc.iso != "") != strings.Contains(line, "media=cdrom") {
+			t.Errorf("%s: cdrom presence wrong: %s", tc.target, line)
+		}
+	}
+}
+
+func itoa(i int) string { return string(rune('0' + i)) }
+
+// segment returns the serial output of power-on n (1-based), using the
+// markers the backend writes before each start.
+func segment(t *testing.T, log string, n int) string {
+	t.Helper()
+	b, _ := os.ReadFile(log)
+	parts := strings.Split(string(b), "[kiln-bmcsim] power-on ")
+	if n >= len(parts) {
+		return ""
+	}
+	return parts[n]
+}
+
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// firstBoot returns which device SeaBIOS tried first in a serial segment.
+func firstBoot(seg string) string {
+	best, which := -1, ""
+	for dev, marker := range map[string]string{"pxe": "Booting from ROM", "disk": "Booting from Hard Disk", "cd": "Booting from DVD/CD"} {
+		if i := strings.Index(seg, marker); i >= 0 && (best < 0 || i < best) {
+			best, which = i, dev
+		}
+	}
+	return which
+}
+
+// TestQEMUBootOverrideAndReboot boots a real VM under SeaBIOS: a Pxe/Once
+// override makes the first power-on try iPXE first; a reboot restarts QEMU,
+// which then tries the (unbootable) disk first because Once was used up; a
+// virtual CD with a Cd/Once override is tried first at the next power-on.
+func TestQEMUBootOverrideAndReboot(t *testing.T) {
+	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
+		t.Skipf("qemu-system-x86_64 not installed: %v", err)
+	}
+	dir := t.TempDir()
+	disk := filepath.Join(dir, "disk.raw")
+	if err := os.WriteFile(disk, make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const mac = "52:54:00:12:34:56"
+	q, err := NewQEMU(QEMUConfig{Dir: filepath.Join(dir, "vm"), Disk: disk, MAC: mac, CPUs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = q.Close(context.Background()) })
+	svc, err := NewService(Config{Systems: []SystemConfig{{ID: "vm0", Backend: q}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bmc, err := Listen("127.0.0.1:0", svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bmc.Close()
+	c := connect(t, bmc, true)
+	systems, err := c.Service.Systems()
+	if err != nil || len(systems) != 1 {
+		t.Fatalf("systems: %v", err)
+	}
+	sys := systems[0]
+	if nics, err := sys.EthernetInterfaces(); err != nil || len(nics) != 1 || nics[0].MACAddress != mac {
+		t.Errorf("NICs %v %v", nics, err)
+	}
+	if err := sys.SetBoot(&schemas.Boot{BootSourceOverrideEnabled: schemas.OnceBootSourceOverrideEnabled,
+		BootSourceOverrideTarget: schemas.PxeBootSource}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sys.Reset(schemas.OnResetType); err != nil {
+		t.Fatal(err)
+	}
+	if sys = refresh(t, c, sys); sys.PowerState != schemas.OnPowerState || sys.Boot.BootSourceOverrideEnabled != schemas.DisabledBootSourceOverrideEnabled {
+		t.Fatalf("after On: power %s boot %+v", sys.PowerState, sys.Boot)
+	}
+	log := q.SerialLog()
+	waitFor(t, "iPXE DHCP on power-on 1", 45*time.Second, func() bool {
+		return strings.Contains(segment(t, log, 1), "Configuring (net0 "+mac+")")
+	})
+	if got := firstBoot(segment(t, log, 1)); got != "pxe" {
+		t.Errorf("power-on 1 booted %s first, want pxe", got)
+	}
+
+	// Guest-side reset: with -no-reboot QEMU exits, the backend starts it again.
+	q.mu.Lock()
+	p := q.cur
+	q.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.command(ctx, "system_reset", nil); err != nil {
+		t.Fatalf("system_reset: %v", err)
+	}
+	waitFor(t, "disk boot attempt on power-on 2", 30*time.Second, func() bool {
+		return strings.Contains(segment(t, log, 2), "Booting from Hard Disk")
+	})
+	if got := firstBoot(segment(t, log, 2)); got != "disk" {
+		t.Errorf("power-on 2 booted %s first, want disk", got)
+	}
+	if q.PowerOns() != 2 {
+		t.Errorf("power-ons = %d, want 2", q.PowerOns())
+	}
+	if _, err := sys.Reset(schemas.ForceOffResetType); err != nil {
+		t.Fatal(err)
+	}
+	if ps := refresh(t, c, sys).PowerState; ps != schemas.OffPowerState {
+		t.Fatalf("after ForceOff: %s", ps)
+	}
+	select {
+	case <-p.exited:
+	default:
+		t.Error("QEMU process of power-on 2 still running after ForceOff")
+	}
+
+	// Virtual media: the ISO is fetched at insert and attached at the next start.
+	iso := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write(make([]byte, 64<<10))
+	}))
+	defer iso.Close()
+	vms, err := sys.VirtualMedia()
+	if err != nil || len(vms) != 1 {
+		t.Fatalf("virtual media: %v", err)
+	}
+	if _, err := vms[0].InsertMedia(&schemas.VirtualMediaInsertMediaParameters{Image: iso.URL + "/boot.iso"}); err != nil {
+		t.Fatal(err)
+	}
+	// gofish sends the ETag of its last GET as If-Match: re-read first.
+	sys = refresh(t, c, sys)
+	if err := sys.SetBoot(&schemas.Boot{BootSourceOverrideEnabled: schemas.OnceBootSourceOverrideEnabled,
+		BootSourceOverrideTarget: schemas.CdBootSource}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sys.Reset(schemas.OnResetType); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "CD boot attempt on power-on 3", 30*time.Second, func() bool {
+		return strings.Contains(segment(t, log, 3), "Booting from DVD/CD")
+	})
+	if got := firstBoot(segment(t, log, 3)); got != "cd" {
+		t.Errorf("power-on 3 booted %s first, want cd", got)
+	}
+	// GracefulShutdown and Nmi go through QMP; firmware without an OS ignores
+	// the ACPI power button, so the VM stays on, as a real machine would.
+	for _, rt := range []schemas.ResetType{schemas.GracefulShutdownResetType, schemas.NmiResetType} {
+		if _, err := sys.Reset(rt); err != nil {
+			t.Errorf("%s: %v", rt, err)
+		}
+	}
+	if ps := refresh(t, c, sys).PowerState; ps != schemas.OnPowerState || q.PowerOns() != 3 {
+		t.Errorf("after GracefulShutdown without an OS: %s, %d power-ons", ps, q.PowerOns())
+	}
+	// ForceRestart = quit + start: a fourth process, booting the default order.
+	if _, err := sys.Reset(schemas.ForceRestartResetType); err != nil {
+		t.Fatal(err)
+	}
+	if q.PowerOns() != 4 || refresh(t, c, sys).PowerState != schemas.OnPowerState {
+		t.Errorf("after ForceRestart: power-ons %d", q.PowerOns())
+	}
+	if _, err := sys.Reset(schemas.ForceOffResetType); err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv("BMCSIM_SHOW_SERIAL") != "" {
+		b, _ := os.ReadFile(log)
+		t.Logf("serial log:\n%s", b)
+	}
+	if ps, _ := q.PowerState(context.Background()); ps != PowerOff {
+		t.Errorf("final power %s", ps)
+	}
+}
+
+// TestQEMUUEFIPxe boots OVMF from pflash with a Pxe/Once override and checks
+// that iPXE's EFI driver configured the NIC; ForceOff then ends the process.
+func TestQEMUUEFIPxe(t *testing.T) {
+	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
+		t.Skipf("qemu-system-x86_64 not installed: %v", err)
+	}
+	for _, f := range []string{"/usr/share/OVMF/OVMF_CODE_4M.fd", "/usr/share/OVMF/OVMF_VARS_4M.fd"} {
+		if _, err := os.Stat(f); err != nil {
+			t.Skipf("OVMF not installed: %v", err)
+		}
+	}
+	dir := t.TempDir()
+	disk := filepath.Join(dir, "disk.raw")
+	if err := os.WriteFile(disk, make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const mac = "52:54:00:65:66:01"
+	q, err := NewQEMU(QEMUConfig{Dir: filepath.Join(dir, "vm"), Disk: disk, MAC: mac, UEFI: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = q.Close(context.Background()) })
+	ctx := context.Background()
+	if err := q.SetBootOverride(ctx, BootOverride{Enabled: OverrideOnce, Target: TargetPxe, Mode: ModeUEFI}); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Reset(ctx, ResetOn); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "vm", "OVMF_VARS.fd")); err != nil {
+		t.Errorf("no per-VM VARS copy: %v", err)
+	}
+	waitFor(t, "iPXE (EFI) DHCP", 50*time.Second, func() bool {
+		return strings.Contains(segment(t, q.SerialLog(), 1), "Configuring (net0 "+mac+")")
+	})
+	if err := q.Reset(ctx, ResetForceOff); err != nil {
+		t.Fatal(err)
+	}
+	if ps, _ := q.PowerState(ctx); ps != PowerOff || q.PowerOns() != 1 {
+		t.Errorf("after ForceOff: %s, %d power-ons", ps, q.PowerOns())
+	}
+}
