@@ -1,7 +1,7 @@
 #!/bin/sh
 # fetch-kernel.sh OUTDIR — the agent's kernel and modules from Debian.
 #
-# Downloads Debian's pinned linux-image package with apt (cached under
+# Downloads Debian's pinned linux-image and pci.ids packages with apt (cached under
 # $KILN_CACHE, default ${XDG_CACHE_HOME:-$HOME/.cache}/kiln), and writes:
 #   OUTDIR/vmlinuz                 the kernel (bzImage, EFI stub)
 #   OUTDIR/modules/*.ko            the modules in initramfs/modules.txt and
@@ -9,32 +9,44 @@
 #   OUTDIR/modules/order           their file names, one a line, in an order in
 #                                  which each module's dependencies come first
 #   OUTDIR/modules/version         the kernel release (uname -r)
+#   OUTDIR/pci.ids.gz              Debian's pci.ids (pinned), for PCI inventory
 # Debian's kernel builds storage and NIC drivers as modules and does not mount
 # devtmpfs itself; the initramfs's program loads OUTDIR/modules in order.
 set -eu
 
 KERNEL_ABI=${KERNEL_ABI:-6.1.0-57-amd64}
 KERNEL_DEB_VERSION=${KERNEL_DEB_VERSION:-6.1.192-3}
+PCIIDS_DEB_VERSION=${PCIIDS_DEB_VERSION:-0.0~2023.04.11-1}
 out=${1:?usage: fetch-kernel.sh OUTDIR}
 here=$(cd "$(dirname "$0")/.." && pwd)
 list=${MODULES_LIST:-$here/initramfs/modules.txt}
 cache=${KILN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kiln}
 pkg=linux-image-$KERNEL_ABI
-deb=$cache/${pkg}_${KERNEL_DEB_VERSION}_amd64.deb
 
 mkdir -p "$cache" "$out"
-if [ ! -s "$deb" ]; then
-	echo "fetch-kernel: downloading $pkg=$KERNEL_DEB_VERSION" >&2
-	tmp=$(mktemp -d "$cache/dl.XXXXXX")
-	# apt-get download writes into the current directory.
-	if ! (cd "$tmp" && apt-get download "$pkg=$KERNEL_DEB_VERSION" 2>&1 | grep -v unsandboxed >&2); then :; fi
-	if [ ! -s "$tmp/${pkg}_${KERNEL_DEB_VERSION}_amd64.deb" ]; then
-		echo "fetch-kernel: apt-get download $pkg=$KERNEL_DEB_VERSION failed (run apt-get update?)" >&2
-		rm -rf "$tmp"; exit 1
+
+# fetch_deb PKG VERSION ARCH: download PKG=VERSION into the cache once; prints the path.
+fetch_deb() {
+	f=$cache/${1}_$(echo "$2" | sed 's/^[0-9]*://')_$3.deb
+	if [ ! -s "$f" ]; then
+		echo "fetch-kernel: downloading $1=$2" >&2
+		tmp=$(mktemp -d "$cache/dl.XXXXXX")
+		# apt-get download writes into the current directory; as root into a
+		# directory _apt cannot read it warns "unsandboxed", harmlessly.
+		(cd "$tmp" && apt-get download "$1=$2" 2>&1 | grep -v unsandboxed >&2) || :
+		if [ ! -s "$tmp/$(basename "$f")" ]; then
+			echo "fetch-kernel: apt-get download $1=$2 failed (run apt-get update?)" >&2
+			rm -rf "$tmp"
+			exit 1
+		fi
+		mv "$tmp/$(basename "$f")" "$f"
+		rm -rf "$tmp"
 	fi
-	mv "$tmp/${pkg}_${KERNEL_DEB_VERSION}_amd64.deb" "$deb"
-	rm -rf "$tmp"
-fi
+	echo "$f"
+}
+
+deb=$(fetch_deb "$pkg" "$KERNEL_DEB_VERSION" amd64)
+pciids_deb=$(fetch_deb pci.ids "$PCIIDS_DEB_VERSION" all)
 
 root=$cache/root-$KERNEL_ABI-$KERNEL_DEB_VERSION
 if [ ! -f "$root/.done" ]; then
@@ -65,4 +77,7 @@ grep -v '^[[:space:]]*#' "$list" | while read -r name; do
 	done
 done
 echo "$KERNEL_ABI" >"$out/modules/version"
+
+# pci.ids, gzipped, for the agent's PCI inventory (ghw/pcidb read .gz).
+dpkg-deb --fsys-tarfile "$pciids_deb" | tar -xO ./usr/share/misc/pci.ids | gzip -9n >"$out/pci.ids.gz"
 echo "fetch-kernel: $(wc -l <"$out/modules/order") modules, $(du -sk "$out/modules" | cut -f1) KiB; vmlinuz $(stat -c %s "$out/vmlinuz") bytes" >&2
