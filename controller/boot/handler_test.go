@@ -78,7 +78,7 @@ func TestScriptHandler(t *testing.T) {
 		{name: "unknown default local", query: "?mac=11:22:33:44:55:66", status: 200, contains: []string{"sanboot"}},
 		{name: "unknown discovery", unknown: Discovery, query: "?mac=11:22:33:44:55:66", status: 200,
 			contains: []string{"BOOTIF=01-11-22-33-44-55-66", "kiln-agent.kernel"}},
-		{name: "no mac chains", query: "", status: 200, contains: []string{"chain --autofree boot.ipxe?mac=${netX/mac}"}},
+		{name: "no mac chains", query: "", status: 200, contains: []string{"chain --autofree boot.ipxe?mac=${netX/mac:hexhyp}"}},
 		{name: "malformed mac", query: "?mac=aa:bb:cc", status: 400},
 		{name: "unexpanded ipxe var", query: "?mac=" + url.QueryEscape("${net0/mac}"), status: 400},
 		{name: "two macs", query: "?mac=aa:bb:cc:dd:ee:01&mac=aa:bb:cc:dd:ee:02", status: 400},

@@ -81,8 +81,10 @@ func RenderScript(p ScriptParams) string {
 
 // ChainScript is served when the script URL carries no MAC (the DHCP server
 // hands every iPXE client the same URL): it fetches the same URL again with
-// the MAC of the NIC iPXE booted from (netX is the last opened device).
-const ChainScript = "#!ipxe\nchain --autofree boot.ipxe?mac=${netX/mac} || exit\n"
+// the MAC of the NIC iPXE booted from (netX is the last opened device),
+// hyphenated: iPXE would read "boot.ipxe?mac=52:…" up to the first colon as
+// a URI scheme.
+const ChainScript = "#!ipxe\nchain --autofree boot.ipxe?mac=${netX/mac:hexhyp} || exit\n"
 
 // BootIF formats a MAC as PXELINUX's BOOTIF value, 01-aa-bb-cc-dd-ee-ff
 // (ARP hardware type 1, ethernet), which ironic-python-agent and kiln-agent
