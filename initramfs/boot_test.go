@@ -1,0 +1,251 @@
+package initramfs
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kilnhq/kiln/controller/boot"
+)
+
+// marker is what initramfs/testinit prints first on the console.
+const marker = "KILN-TESTINIT-UP"
+
+// TestBootQEMU builds the kernel and an initramfs with the stand-in init,
+// boots it in QEMU (TCG) directly with -kernel/-initrd, then by iPXE network
+// boot through controller/boot's handlers, and checks the init came up,
+// loaded its modules, got a DHCP lease and reached this test's HTTP server.
+func TestBootQEMU(t *testing.T) {
+	for _, tool := range []string{"qemu-system-x86_64", "apt-get", "dpkg-deb", "depmod", "modprobe", "zstd"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed: %v", tool, err)
+		}
+	}
+	if _, err := os.Stat("/usr/lib/ipxe/qemu/pxe-virtio.rom"); err != nil {
+		t.Skipf("QEMU's iPXE ROMs (Debian ipxe-qemu) not installed: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	files := t.TempDir()
+	kernel, initrd := buildImages(ctx, t, files)
+
+	srv := newLabServer(t, files)
+	base := "http://10.0.2.2:" + srv.port // QEMU user networking's alias for the host's 127.0.0.1
+
+	t.Run("direct", func(t *testing.T) {
+		out := runQEMU(ctx, t, []string{
+			"-kernel", kernel, "-initrd", initrd,
+			"-append", "console=ttyS0 quiet kiln.poweroff kiln.testurl=" + base + "/hello?via=direct",
+			"-netdev", "user,id=n0", "-device", "virtio-net-pci,netdev=n0",
+		})
+		out.mustSee(t, marker, "FETCH 200 hello from the test server", "TESTINIT DONE")
+		out.mustNotSee(t, "TESTINIT FAILED", "Kernel panic")
+		srv.mustHaveHello(t, "via=direct")
+	})
+
+	t.Run("ipxe", func(t *testing.T) {
+		const mac = "52:54:00:4b:69:6c"
+		out := runQEMU(ctx, t, []string{
+			"-boot", "n",
+			"-netdev", "user,id=n0,bootfile=" + base + "/boot/boot.ipxe",
+			"-device", "virtio-net-pci,netdev=n0,mac=" + mac,
+		})
+		out.mustSee(t, marker, "DHCP eth0 10.0.2.15/24", "FETCH 200 hello from the test server", "TESTINIT DONE")
+		out.mustNotSee(t, "TESTINIT FAILED", "Kernel panic")
+		srv.mustHaveHello(t, "via=ipxe")
+		if got := srv.asked(); !contains(got, mac) {
+			t.Errorf("backend asked for %q, want %s", got, mac)
+		}
+	})
+}
+
+// buildImages runs the real build (scripts/fetch-kernel.sh, build.sh) into dir.
+func buildImages(ctx context.Context, t *testing.T, dir string) (kernel, initrd string) {
+	t.Helper()
+	kdir := filepath.Join(dir, "kernel")
+	start := time.Now()
+	run(ctx, t, "..", nil, "scripts/fetch-kernel.sh", kdir)
+	t.Logf("fetch-kernel.sh: %v", time.Since(start).Round(time.Millisecond))
+	kernel = filepath.Join(dir, "kiln-agent.kernel")
+	if err := os.Rename(filepath.Join(kdir, "vmlinuz"), kernel); err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	initrd = filepath.Join(dir, "kiln-agent.initramfs")
+	// A fast zstd level: the test measures boots, not the release image's size.
+	run(ctx, t, "..", []string{"ZSTD_LEVEL=3"}, "initramfs/build.sh", kdir, "./initramfs/testinit", initrd)
+	ks, _ := os.Stat(kernel)
+	is, _ := os.Stat(initrd)
+	t.Logf("build.sh: %v; kernel %d bytes, initramfs %d bytes (zstd -3)", time.Since(start).Round(time.Millisecond), ks.Size(), is.Size())
+	return kernel, initrd
+}
+
+func run(ctx context.Context, t *testing.T, dir string, env []string, name string, args ...string) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+}
+
+// labServer plays the controller: boot scripts and files from
+// controller/boot, and an endpoint the init fetches.
+type labServer struct {
+	port string
+	mu   sync.Mutex
+	hits []string
+	macs []string
+}
+
+func newLabServer(t *testing.T, dir string) *labServer {
+	s := &labServer{}
+	mux := http.NewServeMux()
+	httpSrv := httptest.NewServer(mux)
+	t.Cleanup(httpSrv.Close)
+	s.port = httpSrv.URL[strings.LastIndex(httpSrv.URL, ":")+1:]
+	base := "http://10.0.2.2:" + s.port
+	fs, err := boot.NewFileServer(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scripts := boot.NewScriptHandler(boot.Config{
+		APIURL:          base,
+		KernelURL:       base + "/boot/files/kiln-agent.kernel",
+		RamdiskURL:      base + "/boot/files/kiln-agent.initramfs",
+		Console:         "ttyS0",
+		ExtraKernelArgs: []string{"quiet", "kiln.poweroff", "kiln.testurl=" + base + "/hello?via=ipxe"},
+	}, s)
+	mux.Handle("GET /boot/boot.ipxe", scripts)
+	mux.Handle("/boot/files/", http.StripPrefix("/boot/files", fs))
+	mux.HandleFunc("GET /hello", func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.hits = append(s.hits, r.URL.RawQuery)
+		s.mu.Unlock()
+		fmt.Fprintln(w, "hello from the test server")
+	})
+	return s
+}
+
+// BootFor implements boot.Backend: every MAC boots the agent.
+func (s *labServer) BootFor(_ context.Context, mac string) (boot.Decision, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.macs = append(s.macs, mac)
+	return boot.Decision{Action: boot.BootAgent, NodeUUID: "test-node"}, nil
+}
+
+func (s *labServer) asked() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.macs...)
+}
+
+func (s *labServer) mustHaveHello(t *testing.T, query string) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !contains(s.hits, query) {
+		t.Errorf("test server got /hello with %q, want one with %q", s.hits, query)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// console is a VM's serial output with the time each line arrived.
+type console struct {
+	lines []string
+	at    []time.Duration
+}
+
+func (c *console) find(s string) (time.Duration, bool) {
+	for i, l := range c.lines {
+		if strings.Contains(l, s) {
+			return c.at[i], true
+		}
+	}
+	return 0, false
+}
+
+func (c *console) mustSee(t *testing.T, wants ...string) {
+	t.Helper()
+	for _, w := range wants {
+		at, ok := c.find(w)
+		if !ok {
+			t.Errorf("console never showed %q", w)
+			continue
+		}
+		t.Logf("%-40q at %v", w, at.Round(10*time.Millisecond))
+	}
+	if t.Failed() {
+		t.Logf("console:\n%s", strings.Join(c.lines, "\n"))
+	}
+}
+
+func (c *console) mustNotSee(t *testing.T, bad ...string) {
+	t.Helper()
+	for _, b := range bad {
+		if _, ok := c.find(b); ok {
+			t.Errorf("console showed %q:\n%s", b, strings.Join(c.lines, "\n"))
+		}
+	}
+}
+
+// runQEMU boots a q35 TCG VM (the settings qemu-lab.md measured fastest) with
+// -no-reboot, so the init's power-off ends it, and returns its console.
+func runQEMU(ctx context.Context, t *testing.T, args []string) *console {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	argv := append([]string{
+		"-machine", "q35", "-cpu", "max", "-smp", "2", "-m", "512",
+		"-nographic", "-monitor", "none", "-no-reboot",
+	}, args...)
+	cmd := exec.CommandContext(ctx, "qemu-system-x86_64", argv...)
+	cmd.WaitDelay = 5 * time.Second
+	pr, pw := io.Pipe()
+	cmd.Stdout = pw
+	cmd.Stderr = pw
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start qemu: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { err := cmd.Wait(); pw.Close(); done <- err }()
+	c := &console{}
+	sc := bufio.NewScanner(pr)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		c.lines = append(c.lines, strings.TrimRight(sc.Text(), "\r"))
+		c.at = append(c.at, time.Since(start))
+	}
+	if err := <-done; err != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			t.Errorf("qemu did not power off within 2 minutes")
+		} else {
+			t.Errorf("qemu: %v", err)
+		}
+	}
+	t.Logf("qemu ran %v", time.Since(start).Round(10*time.Millisecond))
+	return c
+}

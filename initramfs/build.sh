@@ -1,0 +1,68 @@
+#!/bin/sh
+# build.sh KERNEL_DIR AGENT_PKG OUTPUT — the agent's initramfs.
+#
+# KERNEL_DIR is what scripts/fetch-kernel.sh wrote (modules/, pci.ids.gz).
+# AGENT_PKG is the Go package u-root's init starts as its uinit (kiln-agent, or
+# ./initramfs/testinit for boot tests), as a path relative to the repo root.
+# OUTPUT is written zstd-compressed. Environment: MKUIMAGE (the mkuimage
+# binary; built from initramfs/tools when unset), ZSTD_LEVEL (default 19).
+#
+# The image: u-root's init (mounts proc, sys, devtmpfs; starts the program;
+# then a shell on the console), gosh and diagnostic commands (below), the
+# kernel modules under /lib/kiln/modules with their load order (the program
+# loads them, see initramfs/modload), and /usr/share/misc/pci.ids.gz.
+set -eu
+
+kdir=${1:?usage: build.sh KERNEL_DIR AGENT_PKG OUTPUT}
+agent=${2:?usage: build.sh KERNEL_DIR AGENT_PKG OUTPUT}
+output=${3:?usage: build.sh KERNEL_DIR AGENT_PKG OUTPUT}
+root=$(cd "$(dirname "$0")/.." && pwd)
+kdir=$(cd "$kdir" && pwd)
+work=$(mktemp -d "${TMPDIR:-/tmp}/kiln-initramfs.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+# Commands for the console, besides init and the program. Every one must be
+# blank-imported in initramfs/tools/tools.go.
+cmds="init gosh blkid cat cp dd df dhclient dmesg echo free gpt grep hexdump
+insmod ip kill ls lsmod mkdir more mount pci ping poweroff ps rm shutdown sync
+tail umount uname wget"
+pkgs=""
+for c in $cmds; do pkgs="$pkgs github.com/u-root/u-root/cmds/core/$c"; done
+pkgs="$pkgs github.com/u-root/u-root/cmds/exp/dmidecode"
+
+mkuimage=${MKUIMAGE:-}
+if [ -z "$mkuimage" ]; then
+	mkuimage=$work/mkuimage
+	(cd "$root/initramfs/tools" && go build -o "$mkuimage" github.com/u-root/mkuimage/cmd/mkuimage)
+fi
+
+# mkuimage finds commands through the Go module graph: a workspace joining the
+# repo (the program) with the tools module (u-root) serves both without
+# putting u-root's build dependencies into Kiln's go.mod.
+cat >"$work/go.work" <<EOW
+go 1.26.8
+
+use (
+	$root
+	$root/initramfs/tools
+)
+EOW
+
+case $agent in
+/* | ./* | ../*) ;;
+github.com/*) ;;
+*) agent=./$agent ;;
+esac
+name=$(basename "$agent")
+
+(cd "$root" && GOWORK=$work/go.work CGO_ENABLED=0 "$mkuimage" \
+	-o "$work/initramfs.cpio" \
+	-initcmd=init -uinitcmd="$name" -defaultsh=gosh \
+	-files "$kdir/modules:lib/kiln/modules" \
+	-files "$kdir/pci.ids.gz:usr/share/misc/pci.ids.gz" \
+	$pkgs "$agent")
+
+mkdir -p "$(dirname "$output")"
+zstd -q -f -T0 "-${ZSTD_LEVEL:-19}" "$work/initramfs.cpio" -o "$output.tmp"
+mv "$output.tmp" "$output"
+echo "build.sh: $output: $(stat -c %s "$output") bytes (cpio $(stat -c %s "$work/initramfs.cpio"))" >&2
