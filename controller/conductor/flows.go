@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kilnhq/kiln/controller/agentclient"
+	"github.com/kilnhq/kiln/controller/deploy"
 	"github.com/kilnhq/kiln/controller/driver"
 	"github.com/kilnhq/kiln/controller/state"
 	"github.com/kilnhq/kiln/proto"
@@ -94,7 +95,7 @@ func (f *flow) startDeploy(ctx context.Context, req map[string]any) error {
 	n := f.n
 	switch f.ifs.Deploy {
 	case "direct":
-		if _, err := imageInfo(n); err != nil {
+		if _, err := deploy.ImageInfo(n); err != nil {
 			return f.fail(ctx, fmt.Sprintf("Failed to validate deploy for node %s: %v", n.UUID, err))
 		}
 	case "custom-agent":
@@ -351,7 +352,7 @@ func (f *flow) plan(kind proto.StepKind, agent []proto.Step) ([]proto.StepCall, 
 	}
 	var args map[string]any
 	if f.ifs.Deploy == "direct" {
-		info, err := imageInfo(n)
+		info, err := deploy.ImageInfo(n)
 		if err != nil {
 			return nil, err
 		}

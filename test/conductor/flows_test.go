@@ -276,3 +276,34 @@ func TestFailurePaths(t *testing.T) {
 		}
 	})
 }
+
+// TestPowerSync: a machine switched on behind Kiln's back shows its real
+// power state after the next sync, with a history event.
+func TestPowerSync(t *testing.T) {
+	c := startController(t, controllerOpts{powerSync: 200 * time.Millisecond})
+	m := &machine{}
+	uuid := c.enroll("node-sync", "52:54:00:00:14:01", nil, m)
+	c.provision(uuid, map[string]any{"target": "manage"})
+	n := c.waitState(uuid, proto.StateManageable, 10*time.Second)
+	if n["power_state"] != "power off" {
+		t.Fatalf("power %v", n["power_state"])
+	}
+	m.mu.Lock()
+	m.on = true // someone pressed the power button
+	m.mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, n = c.call("GET", "/v1/nodes/"+uuid, nil)
+		if n["power_state"] == "power on" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("power state never synced: %v", n["power_state"])
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_, h := c.call("GET", "/v1/nodes/"+uuid+"/history", nil)
+	if !strings.Contains(fmt.Sprint(h), "according to its BMC") {
+		t.Errorf("no history event for the sync: %v", h)
+	}
+}
