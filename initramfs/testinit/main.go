@@ -93,6 +93,10 @@ func run(ctx context.Context, log *slog.Logger, args map[string]string) error {
 	defer resp.Body.Close()
 	line, _ := bufio.NewReader(io.LimitReader(resp.Body, 4096)).ReadString('\n')
 	fmt.Printf("FETCH %d %s\n", resp.StatusCode, strings.TrimSpace(line))
+	if mem, err := os.ReadFile("/proc/meminfo"); err == nil {
+		// For the memory budget: what the image and its modules leave free.
+		fmt.Printf("MEM %s\n", memSummary(string(mem)))
+	}
 	return nil
 }
 
