@@ -52,6 +52,7 @@ func TestBootQEMU(t *testing.T) {
 		})
 		out.mustSee(t, marker, "FETCH 200 hello from the test server", "TESTINIT DONE")
 		out.mustNotSee(t, "TESTINIT FAILED", "Kernel panic")
+		out.modulesLoaded(t)
 		srv.mustHaveHello(t, "via=direct")
 	})
 
@@ -62,7 +63,8 @@ func TestBootQEMU(t *testing.T) {
 			"-netdev", "user,id=n0,bootfile=" + base + "/boot/boot.ipxe",
 			"-device", "virtio-net-pci,netdev=n0,mac=" + mac,
 		})
-		out.mustSee(t, marker, "DHCP eth0 10.0.2.15/24", "FETCH 200 hello from the test server", "TESTINIT DONE")
+		out.mustSee(t, marker, "ARGS BOOTIF=01-52-54-00-4b-69-6c ipa-api-url="+base,
+			"DHCP eth0 10.0.2.15/24", "FETCH 200 hello from the test server", "TESTINIT DONE")
 		out.mustNotSee(t, "TESTINIT FAILED", "Kernel panic")
 		srv.mustHaveHello(t, "via=ipxe")
 		if got := srv.asked(); !contains(got, mac) {
@@ -94,7 +96,8 @@ func TestBootQEMU(t *testing.T) {
 			"-netdev", "user,id=n0,bootfile=" + base + "/boot/boot.ipxe",
 			"-device", "virtio-net-pci,netdev=n0,bootindex=1,mac=" + mac,
 		})
-		out.mustSee(t, marker, "FETCH 200 hello from the test server", "TESTINIT DONE")
+		out.mustSee(t, marker, "ARGS BOOTIF=01-52-54-00-4b-69-6d ipa-api-url="+base,
+			"FETCH 200 hello from the test server", "TESTINIT DONE")
 		out.mustNotSee(t, "TESTINIT FAILED", "Kernel panic")
 		if got := srv.asked(); !contains(got, mac) {
 			t.Errorf("backend asked for %q, want %s", got, mac)
@@ -231,6 +234,21 @@ func (c *console) mustSee(t *testing.T, wants ...string) {
 	if t.Failed() {
 		t.Logf("console:\n%s", strings.Join(c.lines, "\n"))
 	}
+}
+
+// modulesLoaded checks modload's summary line: every module in the order
+// file loaded, so the order put dependencies first.
+func (c *console) modulesLoaded(t *testing.T) {
+	t.Helper()
+	for _, l := range c.lines {
+		if strings.Contains(l, `msg="kernel modules loaded"`) {
+			if !strings.Contains(l, " failed=0") {
+				t.Errorf("some modules failed to load: %s\n%s", l, strings.Join(c.lines, "\n"))
+			}
+			return
+		}
+	}
+	t.Errorf("no module load summary on the console")
 }
 
 func (c *console) mustNotSee(t *testing.T, bad ...string) {

@@ -43,6 +43,8 @@ func main() {
 		log.Error("read kernel command line", "err", err)
 	}
 	args := parseCmdline(string(raw))
+	// What the boot script passed, for the tests to check.
+	fmt.Printf("ARGS BOOTIF=%s ipa-api-url=%s\n", args["BOOTIF"], args["ipa-api-url"])
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	err = run(ctx, log, args)
 	cancel()
