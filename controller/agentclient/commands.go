@@ -36,6 +36,12 @@ func (c *Client) runSync(ctx context.Context, a Agent, name string, params any, 
 		return res, err
 	}
 	op := "execute " + name
+	if res.CommandStatus == proto.CommandRunning {
+		// Only when a retried POST was found running on the agent.
+		if res, err = c.WaitCommand(ctx, a, op, res); err != nil {
+			return res, err
+		}
+	}
 	if res.CommandStatus != proto.CommandSucceeded {
 		return res, &CommandFailedError{Op: op, URL: a.URL, Result: res}
 	}
