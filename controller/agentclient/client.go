@@ -103,7 +103,11 @@ func New(opts Options) *Client {
 	}
 	plain := opts.HTTPClient
 	if plain == nil {
-		plain = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		// One controller talks to thousands of agents, a few requests each
+		// per heartbeat: keep a connection per agent rather than 100 in all.
+		tr.MaxIdleConns = 4096
+		plain = &http.Client{Transport: tr}
 	}
 	return &Client{opts: opts, plain: plain, log: log, tls: map[[32]byte]*http.Client{}}
 }

@@ -512,3 +512,33 @@ func TestStopAndCancel(t *testing.T) {
 		t.Error("started without a controller URL")
 	}
 }
+
+func TestMaskedTokenOnLaterLookup(t *testing.T) {
+	ctl := newController(t)
+	first := start(t, Config{ControllerURL: ctl.srv.URL, MACs: []string{mac}, HeartbeatInterval: time.Hour})
+	eventually(t, "first agent's heartbeat", func() bool { return first.Heartbeats() > 0 })
+	first.Stop()
+
+	// A second boot gets "******": without a token of its own it rejects
+	// the controller, as the real agent does.
+	bare := start(t, Config{ControllerURL: ctl.srv.URL, MACs: []string{mac}, HeartbeatInterval: time.Hour})
+	eventually(t, "bare agent's heartbeat", func() bool { return bare.Heartbeats() > 0 })
+	if bare.Token() != "" {
+		t.Errorf("token %q from a masked lookup", bare.Token())
+	}
+	if _, err := client().Commands(t.Context(), agentclient.Agent{URL: bare.URL(), Token: theToken}); !errors.Is(err, agentclient.ErrUnauthorized) {
+		t.Errorf("tokenless agent: %v", err)
+	}
+	bare.Stop()
+
+	// With the token preset (pre-generated), it keeps it.
+	kept := start(t, Config{ControllerURL: ctl.srv.URL, MACs: []string{mac}, HeartbeatInterval: time.Hour, Token: theToken})
+	eventually(t, "preset agent's heartbeat", func() bool { return kept.Heartbeats() > 0 })
+	beats := ctl.beats()
+	if hb := beats[len(beats)-1]; hb.AgentToken != theToken || hb.CallbackURL != kept.URL() {
+		t.Errorf("heartbeat %+v", hb)
+	}
+	if _, err := client().Commands(t.Context(), agentOf(beats[len(beats)-1])); err != nil {
+		t.Error(err)
+	}
+}
