@@ -92,8 +92,8 @@ func (a *Agent) prepareImage(params json.RawMessage) (outcome, error) {
 	if err := json.Unmarshal(params, &p); err != nil {
 		return outcome{}, invalidParams(err)
 	}
-	if len(p.ImageInfo.URLs) == 0 {
-		return outcome{}, invalidParams(fmt.Errorf("image_info.urls is required"))
+	if p.ImageInfo.ID == "" || len(p.ImageInfo.URLs) == 0 {
+		return outcome{}, invalidParams(fmt.Errorf("image_info needs id and urls"))
 	}
 	return outcome{result: "image (" + p.ImageInfo.ID + ") written to device"}, nil
 }
