@@ -197,7 +197,11 @@ func recordProvisionRequest(n *proto.Node, req proto.ProvisionRequest, t transit
 		request["disable_ramdisk"] = *req.DisableRamdisk
 	}
 	if req.RescuePassword != "" {
-		request["rescue_password"] = req.RescuePassword
+		// Ironic keeps it in instance_info, where API output masks it.
+		if n.InstanceInfo == nil {
+			n.InstanceInfo = proto.Dict{}
+		}
+		n.InstanceInfo["rescue_password"] = req.RescuePassword
 	}
 	if n.DriverInternalInfo == nil {
 		n.DriverInternalInfo = proto.Dict{}

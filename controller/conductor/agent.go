@@ -21,6 +21,7 @@ type AgentClient interface {
 	Commands(ctx context.Context, a agentclient.Agent) ([]proto.CommandResult, error)
 	PowerOff(ctx context.Context, a agentclient.Agent) error
 	GetPartitionUUIDs(ctx context.Context, a agentclient.Agent) (proto.PartitionUUIDs, error)
+	FinalizeRescue(ctx context.Context, a agentclient.Agent, password string, hashed bool) error
 }
 
 var _ AgentClient = (*agentclient.Client)(nil)
