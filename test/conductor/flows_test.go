@@ -307,3 +307,40 @@ func TestPowerSync(t *testing.T) {
 		t.Errorf("no history event for the sync: %v", h)
 	}
 }
+
+// TestAbortWhileWaitingForTheAgent: abort from inspect wait (1.41+) fails the
+// flow and powers the machine off; abort from wait call-back needs 1.110,
+// above Kiln's maximum 1.95, and is refused with 406 as Ironic does at 1.95.
+func TestAbortWhileWaitingForTheAgent(t *testing.T) {
+	c := startController(t, controllerOpts{})
+	m := &machine{noBoot: true}
+	uuid := c.enroll("node-abort-inspect", "52:54:00:00:16:01", map[string]any{"automated_clean": false,
+		"instance_info": map[string]any{"image_source": "http://images.example/x.raw", "image_checksum": "0123456789abcdef0123456789abcdef"}}, m)
+	c.provision(uuid, map[string]any{"target": "manage"})
+	c.waitState(uuid, proto.StateManageable, 10*time.Second)
+	c.provision(uuid, map[string]any{"target": "inspect"})
+	c.waitState(uuid, proto.StateInspectWait, 10*time.Second)
+	c.provision(uuid, map[string]any{"target": "abort"})
+	n := c.waitState(uuid, proto.StateInspectFailed, 10*time.Second)
+	deadline := time.Now().Add(10 * time.Second)
+	for n["power_state"] != "power off" && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		_, n = c.call("GET", "/v1/nodes/"+uuid, nil)
+	}
+	if n["power_state"] != "power off" {
+		t.Errorf("after abort: power %v", n["power_state"])
+	}
+
+	c.provision(uuid, map[string]any{"target": "manage"})
+	c.waitState(uuid, proto.StateManageable, 10*time.Second)
+	c.provision(uuid, map[string]any{"target": "provide"})
+	c.waitState(uuid, proto.StateAvailable, 10*time.Second)
+	c.provision(uuid, map[string]any{"target": "active"})
+	c.waitState(uuid, proto.StateDeployWait, 10*time.Second)
+	if code, out := c.call("PUT", "/v1/nodes/"+uuid+"/states/provision", map[string]any{"target": "abort"}); code != 406 {
+		t.Errorf("abort in wait call-back at 1.95: %d %v", code, out)
+	}
+	// The operator's way out at 1.95: undeploy.
+	c.provision(uuid, map[string]any{"target": "deleted"})
+	c.waitState(uuid, proto.StateAvailable, 15*time.Second)
+}
