@@ -8,6 +8,8 @@ import (
 	"io"
 	"regexp"
 	"strings"
+
+	"github.com/coreos/ignition/v2/config"
 )
 
 // IgnitionError is an Ignition config that CoreOS would refuse at first
@@ -36,18 +38,52 @@ var topLevel = map[string]string{
 }
 
 // ValidateIgnition checks an Ignition config before anything is written to
-// disk: well-formed JSON (the error names the line and column), an object
-// whose ignition.version is a 3.x spec version, only the 3.x top-level keys,
-// and the shape of the parts a typo most often breaks (files, directories
-// and links need absolute paths, users and units need names). It does not
-// replace Ignition's own validation at first boot: it catches the mistakes
-// that would otherwise only show as a node stuck in emergency mode.
+// disk, so that a mistake fails the deploy step instead of leaving a node
+// stuck in emergency mode at first boot. Two stages:
 //
-// github.com/coreos/ignition/v2 is not used: importing its config packages
-// pulls the module's whole requirement graph (cloud SDKs among them) into
-// go.mod for a check this small.
-func ValidateIgnition(b []byte) error {
-	b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf"))
+//   - Kiln's own pre-checks, whose messages are the clearest for the common
+//     mistakes: well-formed JSON (the error names the line and column), an
+//     object whose ignition.version is a 3.x spec version, only the 3.x
+//     top-level keys, absolute paths for files, directories and links,
+//     names for users, groups and units.
+//   - Ignition's own parser and validator (github.com/coreos/ignition/v2
+//     config.Parse, the code CoreOS runs at first boot, v2.24.0: specs 3.0
+//     to 3.6-experimental), which checks every field. Its errors come back
+//     with their JSON path, line and column; its warnings (unused keys, …)
+//     are returned for the step log.
+//
+// Only Ignition's config packages are imported (their module graph adds
+// vcontext, go-semver, go-systemd, dataurl and aws-sdk-go-v2's core module
+// for one ARN parser), never its providers.
+func ValidateIgnition(b []byte) (warnings []string, err error) {
+	if err := precheckIgnition(b); err != nil {
+		return nil, err
+	}
+	_, rpt, perr := config.Parse(b)
+	for _, e := range rpt.Entries {
+		msg := e.Message
+		if e.Context.Len() > 0 {
+			msg = e.Context.String() + ": " + msg
+		}
+		if !e.Kind.IsFatal() {
+			warnings = append(warnings, e.String())
+			continue
+		}
+		if err == nil {
+			ie := &IgnitionError{Msg: msg}
+			if p := e.Marker.StartP; p != nil {
+				ie.Line, ie.Column = int(p.Line), int(p.Column)
+			}
+			err = ie
+		}
+	}
+	if err == nil && perr != nil {
+		err = &IgnitionError{Msg: perr.Error()}
+	}
+	return warnings, err
+}
+
+func precheckIgnition(b []byte) error {
 	if len(bytes.TrimSpace(b)) == 0 {
 		return &IgnitionError{Msg: "empty config"}
 	}

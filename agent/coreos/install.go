@@ -119,7 +119,11 @@ func (m *Manager) Install(ctx context.Context, call steps.Call) (Result, error) 
 		return Result{}, fmt.Errorf("install CoreOS: %w", err)
 	}
 	if opts.Ignition != nil {
-		if err := ValidateIgnition(opts.Ignition); err != nil {
+		warnings, err := ValidateIgnition(opts.Ignition)
+		for _, w := range warnings {
+			log.Warn("Ignition config", "warning", w)
+		}
+		if err != nil {
 			return Result{}, fmt.Errorf("install CoreOS: %w", err)
 		}
 	}

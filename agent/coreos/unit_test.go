@@ -22,7 +22,8 @@ func TestValidateIgnition(t *testing.T) {
 		err       string // substring; "" = valid
 	}{
 		{"minimal", `{"ignition":{"version":"3.0.0"}}`, ""},
-		{"bom and spaces", "\xef\xbb\xbf \n{\"ignition\":{\"version\":\"3.4.0\"}}\n", ""},
+		{"spaces", " \n{\"ignition\":{\"version\":\"3.4.0\"}}\n", ""},
+		{"bom", "\xef\xbb\xbf{\"ignition\":{\"version\":\"3.4.0\"}}", "line 1, column 1: invalid character"},
 		{"experimental", `{"ignition":{"version":"3.6.0-experimental"}}`, ""},
 		{"full", `{"ignition":{"version":"3.4.0"},"passwd":{"users":[{"name":"core"}]},
 			"storage":{"files":[{"path":"/etc/motd","contents":{"source":"data:,hi"}}],"links":[{"path":"/a","target":"/b"}]},
@@ -42,9 +43,14 @@ func TestValidateIgnition(t *testing.T) {
 		{"relative path", `{"ignition":{"version":"3.4.0"},"storage":{"directories":[{"path":"var/x"}]}}`, "storage.directories[0].path must be an absolute path"},
 		{"user without name", `{"ignition":{"version":"3.4.0"},"passwd":{"users":[{"uid":1}]}}`, "passwd.users[0] has no name"},
 		{"unit not object", `{"ignition":{"version":"3.4.0"},"systemd":{"units":["x"]}}`, "systemd.units[0] must be an object"},
+		// Caught by Ignition's own validator.
+		{"duplicate path", `{"ignition":{"version":"3.4.0"},"storage":{"files":[{"path":"/a"},{"path":"/a"}]}}`, "$.storage.files.1: duplicate entry defined"},
+		{"mode type", "{\"ignition\":{\"version\":\"3.4.0\"},\n\"storage\":{\"files\":[{\"path\":\"/a\",\"mode\":\"0644\"}]}}", "line 2, column"},
+		{"bad source", `{"ignition":{"version":"3.4.0"},"storage":{"files":[{"path":"/a","contents":{"source":"nope://x"}}]}}`, "$.storage.files.0.contents.source"},
+		{"unit suffix", `{"ignition":{"version":"3.4.0"},"systemd":{"units":[{"name":"foo","enabled":true}]}}`, "$.systemd.units.0.name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := ValidateIgnition([]byte(tc.cfg))
+			_, err := ValidateIgnition([]byte(tc.cfg))
 			if tc.err == "" {
 				if err != nil {
 					t.Fatalf("valid config refused: %v", err)
@@ -62,12 +68,19 @@ func TestValidateIgnition(t *testing.T) {
 	}
 }
 
+func TestValidateIgnitionWarnings(t *testing.T) {
+	w, err := ValidateIgnition([]byte(`{"ignition":{"version":"3.4.0"},"storage":{"filez":[]}}`))
+	if err != nil || len(w) != 1 || !strings.Contains(w[0], "filez") {
+		t.Errorf("warnings %q, err %v", w, err)
+	}
+}
+
 func FuzzValidateIgnition(f *testing.F) {
 	for _, s := range []string{`{"ignition":{"version":"3.4.0"}}`, "{\n\"a\":", `[]`, `{"ignition":{"version":"3.1.0"},"storage":{"files":[{"path":"/x"}]}}`, "\xef\xbb\xbf{}"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		err := ValidateIgnition(b)
+		_, err := ValidateIgnition(b)
 		var ie *IgnitionError
 		if err != nil && !errors.As(err, &ie) {
 			t.Fatalf("error of type %T: %v", err, err)
