@@ -109,3 +109,46 @@ func TestNMStateStaticNetns(t *testing.T) {
 		t.Errorf("resolv.conf %q %v", b, err)
 	}
 }
+
+// TestApplyNetworkDataNetns: the whole static path — a document from the
+// initramfs file, applied in a namespace, keyfiles written.
+func TestApplyNetworkDataNetns(t *testing.T) {
+	requireNetns(t)
+	ns := newNS(t, "nd")
+	ip(t, "-n", ns, "link", "add", "eno7", "type", "veth", "peer", "name", "eno7p")
+	ip(t, "-n", ns, "link", "set", "eno7p", "up")
+	doc := "interfaces:\n- name: eno7\n  type: ethernet\n  ipv4:\n    address: [{ip: 10.86.0.2, prefix-length: 24}]\n" +
+		"routes:\n  config:\n  - {destination: 0.0.0.0/0, next-hop-address: 10.86.0.1}\n" +
+		"dns-resolver:\n  config: {server: [10.86.0.53]}\n"
+	dir := t.TempDir()
+	keyDir := filepath.Join(dir, "system-connections")
+	read := func(p string) ([]byte, error) {
+		if p != NetworkDataFile {
+			t.Errorf("read %s", p)
+		}
+		return []byte(doc), nil
+	}
+	inNS(t, ns, func() error {
+		ok, err := ApplyNetworkData(t.Context(), NetworkDataOptions{Cmdline: "console=ttyS0", ReadFile: read,
+			KeyfileDir: keyDir, ResolvConf: filepath.Join(dir, "resolv.conf")})
+		if err == nil && !ok {
+			t.Error("network data not applied")
+		}
+		return err
+	})
+	if a := ipOut(t, "-n", ns, "addr", "show", "eno7"); !strings.Contains(a, "10.86.0.2/24") {
+		t.Errorf("eno7:\n%s", a)
+	}
+	if r := ipOut(t, "-n", ns, "route", "show", "default"); !strings.Contains(r, "via 10.86.0.1 dev eno7") {
+		t.Errorf("default route:\n%s", r)
+	}
+	if b, err := os.ReadFile(filepath.Join(keyDir, "eno7.nmconnection")); err != nil || !strings.Contains(string(b), "address1=10.86.0.2/24\ngateway=10.86.0.1\ndns=10.86.0.53;\n") {
+		t.Errorf("keyfile %q %v", b, err)
+	}
+
+	// No document: nothing applied, no error.
+	ok, err := ApplyNetworkData(t.Context(), NetworkDataOptions{ReadFile: func(string) ([]byte, error) { return nil, os.ErrNotExist }})
+	if ok || err != nil {
+		t.Errorf("without data: %v %v", ok, err)
+	}
+}
