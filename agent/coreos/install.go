@@ -12,6 +12,7 @@ import (
 	"github.com/kilnhq/kiln/agent/disk"
 	"github.com/kilnhq/kiln/agent/disk/hints"
 	"github.com/kilnhq/kiln/agent/image"
+	"github.com/kilnhq/kiln/agent/netconf"
 	"github.com/kilnhq/kiln/agent/steps"
 	"github.com/kilnhq/kiln/proto"
 )
@@ -28,7 +29,7 @@ const (
 // DefaultNetworkConfigDir is where the ramdisk's NetworkManager keyfiles
 // live (and where netconf.WriteKeyfiles puts the ones it generates); it is
 // what coreos-installer --copy-network copies by default.
-const DefaultNetworkConfigDir = "/etc/NetworkManager/system-connections"
+const DefaultNetworkConfigDir = netconf.KeyfileDir
 
 // Manager is the CoreOS hardware manager. The zero value is not usable; New
 // returns the one registered at init with the defaults.

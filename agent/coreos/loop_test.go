@@ -7,6 +7,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -19,6 +21,7 @@ import (
 	"time"
 
 	"github.com/kilnhq/kiln/agent/disk"
+	"github.com/kilnhq/kiln/agent/netconf"
 	"github.com/kilnhq/kiln/agent/steps"
 	"github.com/kilnhq/kiln/proto"
 )
@@ -236,6 +239,14 @@ func TestInstallNativeLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Mkdir(filepath.Join(netDir, "subdir"), 0o755) // not a file: not copied
+	// And the keyfiles netconf generates from the host's NMState data.
+	nm, err := netconf.ParseNMState([]byte("interfaces:\n- {name: eno2, type: ethernet}\n- name: eno2.42\n  type: vlan\n  vlan: {base-iface: eno2, id: 42}\n  ipv4: {address: [{ip: 198.51.100.7, prefix-length: 24}]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := netconf.WriteKeyfiles(netDir, nm); err != nil {
+		t.Fatal(err)
+	}
 
 	ign := map[string]any{
 		"ignition": map[string]any{"version": "3.4.0"},
@@ -285,6 +296,12 @@ func TestInstallNativeLoop(t *testing.T) {
 	if s := debugfs(t, part, "cat /"+NetworkDir+"/eno1.nmconnection"); s != keyfile {
 		t.Errorf("copied keyfile = %q", s)
 	}
+	if s := debugfs(t, part, "cat /"+NetworkDir+"/eno2.42.nmconnection"); !strings.Contains(s, "[vlan]\nflags=1\nid=42\nparent=eno2\n") || !strings.Contains(s, "address1=198.51.100.7/24") {
+		t.Errorf("generated keyfile = %q", s)
+	}
+	if st := debugfs(t, part, "stat /"+NetworkDir+"/eno2.42.nmconnection"); !strings.Contains(st, "Mode:  0600") {
+		t.Errorf("generated keyfile mode:\n%s", st)
+	}
 	if ls := debugfs(t, part, "ls -l /"+NetworkDir); strings.Contains(ls, "subdir") {
 		t.Errorf("directory copied:\n%s", ls)
 	}
@@ -300,29 +317,63 @@ func TestInstallNativeLoop(t *testing.T) {
 	}
 }
 
-func TestInstallNativeNoCopyNetwork(t *testing.T) {
+// TestInstallNativeFormats installs the image as .raw.xz and as qcow2
+// (formats found from content), with coreos_copy_network false and no kargs.
+func TestInstallNativeFormats(t *testing.T) {
 	need(t, "debugfs")
-	img := gz(t, coreosImage(t))
-	url := serve(t, img)
-	dev := attachLoop(t, sparseFile(t, 64*mib))
-	netDir := t.TempDir()
-	os.WriteFile(filepath.Join(netDir, "eno1.nmconnection"), []byte("[connection]\n"), 0o600)
-	cd := map[string]any{
-		"user_data": `{"ignition":{"version":"3.2.0"}}`,
-		"meta_data": map[string]any{"coreos_copy_network": false},
+	raw := coreosImage(t)
+	dir := t.TempDir()
+	rawPath := filepath.Join(dir, "img.raw")
+	os.WriteFile(rawPath, raw, 0o644)
+	formats := map[string]func() ([]byte, error){
+		"xz": func() ([]byte, error) {
+			if _, err := exec.LookPath("xz"); err != nil {
+				return nil, err
+			}
+			return exec.Command("xz", "-T1", "-0", "-c", rawPath).Output()
+		},
+		"qcow2": func() ([]byte, error) {
+			if _, err := exec.LookPath("qemu-img"); err != nil {
+				return nil, err
+			}
+			q := filepath.Join(dir, "img.qcow2")
+			if out, err := exec.Command("qemu-img", "convert", "-O", "qcow2", rawPath, q).CombinedOutput(); err != nil {
+				return nil, fmt.Errorf("%v: %s", err, out)
+			}
+			return os.ReadFile(q)
+		},
 	}
-	if _, err := testManager(t, netDir).Execute(context.Background(), deployCall(dev, node(dev, url, sha(img), cd))); err != nil {
-		t.Fatal(err)
-	}
-	part := bootPartNode(t, dev)
-	if got := debugfs(t, part, "cat /"+IgnitionPath); got != `{"ignition":{"version":"3.2.0"}}` {
-		t.Errorf("config.ign = %q", got)
-	}
-	if ls := debugfs(t, part, "ls /"); strings.Contains(ls, NetworkDir) {
-		t.Errorf("network copied although coreos_copy_network is false:\n%s", ls)
-	}
-	if entry := debugfs(t, part, "cat /loader.1/entries/ostree-1.conf"); entry != testEntry {
-		t.Errorf("BLS entry changed without kargs:\n%s", entry)
+	for name, mk := range formats {
+		t.Run(name, func(t *testing.T) {
+			img, err := mk()
+			if errors.Is(err, exec.ErrNotFound) {
+				t.Skipf("no tool for %s: %v", name, err)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			url := serve(t, img)
+			dev := attachLoop(t, sparseFile(t, 64*mib))
+			netDir := t.TempDir()
+			os.WriteFile(filepath.Join(netDir, "eno1.nmconnection"), []byte("[connection]\n"), 0o600)
+			cd := map[string]any{
+				"user_data": `{"ignition":{"version":"3.2.0"}}`,
+				"meta_data": map[string]any{"coreos_copy_network": false},
+			}
+			if _, err := testManager(t, netDir).Execute(context.Background(), deployCall(dev, node(dev, url, sha(img), cd))); err != nil {
+				t.Fatal(err)
+			}
+			part := bootPartNode(t, dev)
+			if got := debugfs(t, part, "cat /"+IgnitionPath); got != `{"ignition":{"version":"3.2.0"}}` {
+				t.Errorf("config.ign = %q", got)
+			}
+			if ls := debugfs(t, part, "ls /"); strings.Contains(ls, NetworkDir) {
+				t.Errorf("network copied although coreos_copy_network is false:\n%s", ls)
+			}
+			if entry := debugfs(t, part, "cat /loader.1/entries/ostree-1.conf"); entry != testEntry {
+				t.Errorf("BLS entry changed without kargs:\n%s", entry)
+			}
+		})
 	}
 }
 
