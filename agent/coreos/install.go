@@ -165,6 +165,9 @@ func (m *Manager) installNative(ctx context.Context, call steps.Call, dev string
 	if !opts.HasChecksum {
 		return fmt.Errorf("install CoreOS: no checksum for %s (instance_info.image_checksum or image_os_hash_algo/value)", opts.ImageURL)
 	}
+	if err := ensureExclusive(dev); err != nil {
+		return fmt.Errorf("install CoreOS: %w", err)
+	}
 	call.Report(proto.CommandProgress{Stage: "write_image"})
 	res, err := image.Write(ctx, image.Request{
 		URL: opts.ImageURL, Checksum: opts.Checksum, AllowMD5: m.AllowMD5, Target: dev,

@@ -425,3 +425,28 @@ func TestInstallInvalidIgnitionUntouched(t *testing.T) {
 		t.Error("image fetched despite the invalid config")
 	}
 }
+
+// TestInstallBusyDisk: a disk with a mounted filesystem is refused before
+// anything is fetched or written.
+func TestInstallBusyDisk(t *testing.T) {
+	need(t, "mkfs.ext4")
+	img := sparseFile(t, 16*mib)
+	run(t, "mkfs.ext4", "-F", "-q", img)
+	dev := attachLoop(t, img)
+	mnt := t.TempDir()
+	if out, err := exec.Command("mount", dev, mnt).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount ext4 here: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", mnt).Run() })
+	var fetched bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fetched = true }))
+	defer srv.Close()
+	cd := map[string]any{"user_data": `{"ignition":{"version":"3.4.0"}}`}
+	_, err := testManager(t, t.TempDir()).Execute(context.Background(), deployCall(dev, node(dev, srv.URL+"/i.raw", strings.Repeat("a", 64), cd)))
+	if err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Fatalf("busy disk: %v", err)
+	}
+	if fetched {
+		t.Error("image fetched for a busy disk")
+	}
+}

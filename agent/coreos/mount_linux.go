@@ -146,3 +146,18 @@ func withBootMounted(ctx context.Context, dev string, fn func(root string) error
 	}()
 	return fn(mnt)
 }
+
+// ensureExclusive refuses a disk that something holds: a mounted
+// partition, swap, RAID, LVM or device-mapper. An exclusive open of the
+// whole disk fails with EBUSY then, as coreos-installer's busy-partition
+// check does before it writes.
+func ensureExclusive(dev string) error {
+	fd, err := unix.Open(dev, unix.O_RDONLY|unix.O_EXCL|unix.O_CLOEXEC, 0)
+	if err == unix.EBUSY {
+		return fmt.Errorf("%s is in use (a partition mounted or held by swap, RAID, LVM or device-mapper): %w", dev, err)
+	}
+	if err != nil {
+		return fmt.Errorf("check exclusive access to %s: %w", dev, err)
+	}
+	return unix.Close(fd)
+}
