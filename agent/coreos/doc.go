@@ -18,4 +18,28 @@
 // kernel's ext4 driver and receives ignition/config.ign, the first-boot
 // stamp, the extra kernel arguments on the default boot loader entry and the
 // ramdisk's NetworkManager keyfiles in coreos-firstboot-network/.
+//
+// What the native path does not reproduce of coreos-installer (and of
+// Metal3's manager around it):
+//
+//   - GPG signature verification of the image (coreos-installer needs
+//     --insecure for a bare URL anyway); the native path verifies the
+//     instance_info checksum instead, which coreos-installer ignores.
+//   - Checking that the image's sector size matches the disk's (4Kn disks
+//     need the 4Kn metal image); --save-partlabel/--save-partindex;
+//     --platform, --delete-karg, --ignition-hash and other options Metal3
+//     does not pass; s390x DASD/zipl handling; udev settling.
+//   - On a failure after the image is written, coreos-installer without
+//     --preserve-on-error clears the partition table; Metal3 passes
+//     --preserve-on-error, and so the native path leaves the disk as is
+//     (a failed image write itself still scrubs the disk's first and last
+//     MiB, agent/image's rule).
+//   - A missing ignition.firstboot is created (coreos-installer fails when
+//     it must append first-boot arguments to a missing one); a missing
+//     NetworkManager directory copies nothing (coreos-installer fails).
+//   - Metal3's manager also deletes software RAID first, adds the ramdisk
+//     hostname to the Ignition config as /etc/hostname, appends
+//     $IPA_COREOS_IP_OPTIONS and adds a UEFI boot entry in UEFI mode; Kiln
+//     leaves RAID to the raid steps, the boot entry to the controller's
+//     boot device setting, and has no hostname or IP-options environment.
 package coreos

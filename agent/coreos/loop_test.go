@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -381,9 +382,9 @@ func TestInstallNativeFormats(t *testing.T) {
 // a byte is written.
 func TestInstallInvalidIgnitionUntouched(t *testing.T) {
 	img := []byte("never fetched")
-	var fetched bool
+	var fetched atomic.Bool
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fetched = true
+		fetched.Store(true)
 		w.Write(img)
 	}))
 	defer srv.Close()
@@ -421,7 +422,7 @@ func TestInstallInvalidIgnitionUntouched(t *testing.T) {
 	if after := sum(); after != before {
 		t.Errorf("device changed: sha256 %s → %s", before, after)
 	}
-	if fetched {
+	if fetched.Load() {
 		t.Error("image fetched despite the invalid config")
 	}
 }
@@ -438,15 +439,15 @@ func TestInstallBusyDisk(t *testing.T) {
 		t.Skipf("cannot mount ext4 here: %v: %s", err, out)
 	}
 	t.Cleanup(func() { exec.Command("umount", mnt).Run() })
-	var fetched bool
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fetched = true }))
+	var fetched atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fetched.Store(true) }))
 	defer srv.Close()
 	cd := map[string]any{"user_data": `{"ignition":{"version":"3.4.0"}}`}
 	_, err := testManager(t, t.TempDir()).Execute(context.Background(), deployCall(dev, node(dev, srv.URL+"/i.raw", strings.Repeat("a", 64), cd)))
 	if err == nil || !strings.Contains(err.Error(), "in use") {
 		t.Fatalf("busy disk: %v", err)
 	}
-	if fetched {
+	if fetched.Load() {
 		t.Error("image fetched for a busy disk")
 	}
 }

@@ -21,7 +21,8 @@ type Options struct {
 	AppendKargs []string
 	// CopyNetwork is meta_data.coreos_copy_network (default true).
 	CopyNetwork bool
-	// ImageURL is instance_info.image_source; Checksum its checksum when
+	// ImageURL is instance_info.image_source (image_url when the source
+	// is not a URL, e.g. a Glance ID); Checksum its checksum when
 	// one was given (HasChecksum).
 	ImageURL    string
 	Checksum    image.Checksum
@@ -59,7 +60,12 @@ func ParseOptions(node map[string]any, allowMD5 bool) (Options, error) {
 		return o, fmt.Errorf("instance_info.configdrive: want a dict, got %T", cd)
 	}
 
-	o.ImageURL, _ = ii["image_source"].(string)
+	// install_coreos reads image_source, as Metal3's manager does; Ironic's
+	// computed image_url stands in when the source is not a URL.
+	o.ImageURL = str(ii["image_source"])
+	if u := str(ii["image_url"]); u != "" && !strings.Contains(o.ImageURL, "://") {
+		o.ImageURL = u
+	}
 	if algo, val := str(ii["image_os_hash_algo"]), str(ii["image_os_hash_value"]); val != "" {
 		c, err := image.ParseChecksum(algo, val, allowMD5)
 		if err != nil {
