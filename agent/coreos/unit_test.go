@@ -109,6 +109,8 @@ func TestParseOptions(t *testing.T) {
 		{"string user_data and string bool", map[string]any{"instance_info": map[string]any{"configdrive": map[string]any{
 			"user_data": `{"ignition":{"version":"3.4.0"}}`, "meta_data": map[string]any{"coreos_copy_network": "True"}}}},
 			Options{Ignition: []byte(`{"ignition":{"version":"3.4.0"}}`), CopyNetwork: true}, ""},
+		{"image_url stands in for a Glance ID", map[string]any{"instance_info": map[string]any{"image_source": "5f1bc3e4-6b0e-4d0c-9d5c-3c1f0f0f0f0f", "image_url": "http://ctrl/images/x.raw"}},
+			Options{CopyNetwork: true, ImageURL: "http://ctrl/images/x.raw"}, ""},
 		{"rendered configdrive", map[string]any{"instance_info": map[string]any{"configdrive": "H4sIAAAA"}}, Options{}, "pre-rendered"},
 		{"bad karg", map[string]any{"instance_info": map[string]any{"configdrive": map[string]any{"meta_data": map[string]any{"coreos_append_karg": []any{1}}}}}, Options{}, "coreos_append_karg[0]"},
 		{"bad copy", map[string]any{"instance_info": map[string]any{"configdrive": map[string]any{"meta_data": map[string]any{"coreos_copy_network": "maybe"}}}}, Options{}, "coreos_copy_network"},

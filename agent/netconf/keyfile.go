@@ -180,10 +180,9 @@ func Keyfiles(cfg Config) (map[string][]byte, error) {
 					b.WriteString("method=auto\n")
 				case len(c.Addresses) > 0:
 					b.WriteString("method=manual\n")
-				case six:
-					// Leave IPv6 to the kernel (SLAAC), as in the ramdisk.
-					b.WriteString("method=ignore\n")
 				default:
+					// NMState's meaning of both "enabled: false" and no
+					// section at all on a new interface.
 					b.WriteString("method=disabled\n")
 				}
 				for n, a := range c.Addresses {

@@ -165,7 +165,7 @@ func TestKeyfiles(t *testing.T) {
 	}
 	want := map[string]string{
 		"port0.nmconnection": "[connection]\nid=port0\ntype=ethernet\ninterface-name=port0\nautoconnect=true\nmaster=bond0\nslave-type=bond\n\n[ethernet]\n",
-		"bond0.nmconnection": "[connection]\nid=bond0\ntype=bond\ninterface-name=bond0\nautoconnect=true\n\n[ethernet]\nmtu=1400\n\n[bond]\nmode=active-backup\nmiimon=100\n\n[ipv4]\nmethod=disabled\n\n[ipv6]\nmethod=ignore\n",
+		"bond0.nmconnection": "[connection]\nid=bond0\ntype=bond\ninterface-name=bond0\nautoconnect=true\n\n[ethernet]\nmtu=1400\n\n[bond]\nmode=active-backup\nmiimon=100\n\n[ipv4]\nmethod=disabled\n\n[ipv6]\nmethod=disabled\n",
 		"bond0.100.nmconnection": "[connection]\nid=bond0.100\ntype=vlan\ninterface-name=bond0.100\nautoconnect=true\n\n[vlan]\nflags=1\nid=100\nparent=bond0\n\n" +
 			"[ipv4]\nmethod=manual\naddress1=10.88.0.2/24\ngateway=10.88.0.1\nroute1=198.51.100.0/24,10.88.0.1,50\ndns=10.88.0.53;\ndns-search=example.com;\n\n" +
 			"[ipv6]\nmethod=manual\naddress1=fd00:88::2/64\ndns=fd00:88::53;\n",
