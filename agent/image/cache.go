@@ -26,8 +26,16 @@ func (s *Source) ReaderAt(ctx context.Context) (io.ReaderAt, error) {
 	if s.file != nil {
 		return s.file, nil
 	}
-	if !s.ranges || s.size < 0 {
-		return nil, fmt.Errorf("read image %s by ranges: the server does not advertise Range support and a size", s.url)
+	if s.size < 0 {
+		return nil, fmt.Errorf("read image %s by ranges: the server did not say the image's size", s.url)
+	}
+	if !s.ranges { // not advertised: ask for one byte to find out
+		resp, err := s.getOnce(ctx, 0, 0, false)
+		if err != nil {
+			return nil, fmt.Errorf("read image %s by ranges: %w", s.url, err)
+		}
+		resp.Body.Close()
+		s.ranges = true
 	}
 	return &rangeReader{ctx: ctx, s: s, blocks: map[int64]*cacheEntry{}}, nil
 }
@@ -167,8 +175,7 @@ func (r *rangeReader) fetch(buf []byte, off int64) ([]byte, error) {
 			}
 		}
 		lastErr = err
-		var se *httpStatusError
-		if errors.As(err, &se) || r.ctx.Err() != nil {
+		if permanent(err) || r.ctx.Err() != nil {
 			break
 		}
 	}

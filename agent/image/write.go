@@ -36,7 +36,7 @@ import (
 type Request struct {
 	URL      string   // http, https, or file (under AllowedFileDir)
 	Checksum Checksum // from ParseChecksum; a checksum-file URL is resolved here
-	AllowMD5 bool     // applies to a value read from a checksum file
+	AllowMD5 bool     // md5 is refused unless set (also for checksum files)
 	Target   string   // block device or existing regular file
 	// AllowedFileDir is the only directory file:// URLs may point into.
 	AllowedFileDir string
@@ -91,6 +91,9 @@ func Write(ctx context.Context, req Request) (res Result, err error) {
 	cs, err := ResolveChecksumFile(ctx, client, req.Checksum, req.URL, req.AllowMD5)
 	if err != nil {
 		return res, err
+	}
+	if cs.Algo == "md5" && !req.AllowMD5 {
+		return res, fmt.Errorf("write image %s: md5 checksums are not allowed", req.URL)
 	}
 	h := newHash(cs.Algo)
 	if h == nil || cs.Value == "" {
