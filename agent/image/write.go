@@ -242,7 +242,7 @@ func writeQCOW2(ctx context.Context, src *Source, stream io.Reader, h hash.Hash,
 	if err != nil {
 		return nil, 0, err
 	}
-	info, err := validateQCOW2(ra, src.Size())
+	info, err := validateQCOW2(src.metadataReaderAt(ctx), src.Size())
 	if err != nil {
 		return nil, 0, fmt.Errorf("refuse qcow2 image: %w", err)
 	}
