@@ -41,7 +41,8 @@ type Request struct {
 	// AllowedFileDir is the only directory file:// URLs may point into.
 	AllowedFileDir string
 	// Progress, if set, is called after each chunk with the image bytes done
-	// and the image's size (-1 while unknown, for compressed streams).
+	// and the image's size (-1 while unknown, for compressed streams), from
+	// the pipeline's goroutines but one call at a time; it must not block.
 	Progress func(done, total int64)
 
 	// HTTPClient overrides the client built from CACert and Proxy.
