@@ -122,6 +122,11 @@ func (m *Manager) InjectFiles(ctx context.Context, dev string, files []InjectFil
 	if err := s.Check(dev); err != nil {
 		return err
 	}
+	// The kernel may not have parsed the table (an image written since
+	// boot, a kernel without the table's parser): sync its partitions.
+	if err := disk.RereadPartitions(ctx, dev); err != nil {
+		m.log.Warn("re-reading the partition table failed; using the kernel's partitions as they are", "device", dev, "err", err)
+	}
 	for _, f := range files {
 		if err := m.injectOne(ctx, dev, f, s); err != nil {
 			return fmt.Errorf("inject %s: %w", f.Path, err)
