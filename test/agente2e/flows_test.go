@@ -263,3 +263,32 @@ func TestDeployWrongChecksum(t *testing.T) {
 		t.Fatalf("the first MiB of %s is not zeroed after the failed deploy", dev)
 	}
 }
+
+// TestCleanTouchesOnlyAllowedDevices: outside a ramdisk the agent erases the
+// --allow-device disk and leaves another disk with signatures alone.
+func TestCleanTouchesOnlyAllowedDevices(t *testing.T) {
+	needRoot(t, "wipefs", "sgdisk", "mkfs.ext4")
+	t.Parallel()
+	k := startKiln(t)
+	allowed, other := loopDevice(t, loopSize), loopDevice(t, loopSize)
+	img := diskImage(t)
+	for _, dev := range []string{allowed, other} {
+		run(t, "dd", "if="+img, "of="+dev, "bs=1M", "conv=fsync", "status=none")
+	}
+	mac := randomMAC()
+	uuid := k.node(mac, nil)
+	k.provision(uuid, map[string]any{"target": "manage"})
+	k.wait(uuid, 30*time.Second, "manageable")
+	k.provision(uuid, map[string]any{"target": "clean",
+		"clean_steps": []any{map[string]any{"interface": "deploy", "step": "erase_devices_metadata"}}})
+	k.wait(uuid, 30*time.Second, "clean wait")
+	ag := startAgent(t, k, mac, allowed)
+	k.wait(uuid, 60*time.Second, "manageable")
+	ag.Stop()
+	if sigs := wipefs(t, allowed); sigs != "" {
+		t.Fatalf("allowed device %s still has %q", allowed, sigs)
+	}
+	if sigs := wipefs(t, other); !strings.Contains(sigs, "gpt") {
+		t.Fatalf("device %s, not allowed, was touched: signatures now %q", other, sigs)
+	}
+}
