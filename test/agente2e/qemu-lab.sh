@@ -1,13 +1,14 @@
 #!/bin/bash
 # qemu-lab.sh — the real kiln-agent in its real initramfs, booted in QEMU
-# (TCG is enough), deployed by a real `kiln serve`: modules, DHCP, lookup,
+# (TCG is enough), driven by a real `kiln serve` through inspection,
+# automated cleaning and a deploy: modules, DHCP, lookup, inventory, erase,
 # write_image onto the VM's virtio disk, config drive, partition UUIDs.
 # Manual (about 2 minutes with a warm Go cache, most of it the u-root build);
 # the CI-run end-to-end tests are the Go tests next to this script.
 #
 #   test/agente2e/qemu-lab.sh [WORKDIR]
 #
-# Needs qemu-system-x86_64, sgdisk, mkfs.ext4, python3, curl, and what
+# Needs qemu-system-x86_64, sgdisk, mkfs.ext4, wipefs, python3, curl, and what
 # scripts/fetch-kernel.sh and initramfs/build.sh need.
 set -eu
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -40,35 +41,70 @@ sleep 1
 H=(-H X-OpenStack-Ironic-API-Version:1.95 -H Content-Type:application/json)
 A=http://127.0.0.1:$KP
 field() { python3 -c "import sys,json;n=json.load(sys.stdin);print($1)"; }
-U=$(curl -s "${H[@]}" -d '{"driver":"fake-hardware","deploy_interface":"direct","automated_clean":false,"name":"qemu"}' $A/v1/nodes | field 'n["uuid"]')
+U=$(curl -s "${H[@]}" -d '{"driver":"fake-hardware","deploy_interface":"direct","inspect_interface":"agent","name":"qemu"}' $A/v1/nodes | field 'n["uuid"]')
 curl -s "${H[@]}" -d "{\"node_uuid\":\"$U\",\"address\":\"$MAC\"}" $A/v1/ports >/dev/null
-curl -s -X PUT "${H[@]}" -d '{"target":"manage"}' $A/v1/nodes/$U/states/provision
-sleep 1
-curl -s -X PUT "${H[@]}" -d '{"target":"provide"}' $A/v1/nodes/$U/states/provision
-sleep 1
-curl -s -X PATCH "${H[@]}" -d "[{\"op\":\"add\",\"path\":\"/instance_info\",\"value\":{\"image_source\":\"http://10.0.2.2:$IP/image.raw\",\"image_os_hash_algo\":\"sha256\",\"image_os_hash_value\":\"$SUM\",\"root_device\":{\"name\":\"/dev/vda\"}}}]" $A/v1/nodes/$U >/dev/null
-curl -s -X PUT "${H[@]}" -d '{"target":"active","configdrive":{"meta_data":{"hostname":"qemu"}}}' $A/v1/nodes/$U/states/provision
-sleep 1
-
-# The "machine": the fake power interface boots nothing, so boot it now.
-# -cpu max gives TCG a RDRAND; without it the kernel's RNG takes minutes to
-# initialise and DHCP (crypto/rand transaction IDs) waits for it.
+provision() { curl -s -X PUT "${H[@]}" -d "$1" $A/v1/nodes/$U/states/provision; }
+# wait_for STATE…: poll until the node is in one of the states (or failed).
+wait_for() {
+	local t0=$(date +%s)
+	while [ $(($(date +%s) - t0)) -lt 280 ]; do
+		ST=$(curl -s "${H[@]}" $A/v1/nodes/$U | field 'n["provision_state"], "|", n["last_error"]')
+		for want in "$@"; do
+			case "$ST" in "$want |"*) echo "  $ST ($(($(date +%s) - t0)) s)"; return 0 ;; esac
+		done
+		case "$ST" in *failed*) echo "  $ST"; return 1 ;; esac
+		sleep 1
+	done
+	echo "  timeout in $ST"
+	return 1
+}
+# boot ARGS…: the "machine" — fake power boots nothing, so start QEMU with
+# the kernel command line a boot interface would give. -cpu max gives TCG a
+# RDRAND; without it the kernel's RNG takes minutes to initialise and DHCP
+# (crypto/rand transaction IDs) waits for it.
+boot() {
+	timeout 300 qemu-system-x86_64 -machine q35 -cpu max -m 1024 -smp 2 -nographic -no-reboot \
+		-kernel kernel/vmlinuz -initrd initramfs.zst \
+		-append "console=ttyS0 quiet ipa-api-url=http://10.0.2.2:$KP BOOTIF=01-${MAC//:/-} ipa-advertise-host=127.0.0.1 ipa-advertise-port=$HF $*" \
+		-netdev user,id=n0,hostfwd=tcp:127.0.0.1:$HF-:9999 -device virtio-net-pci,netdev=n0,mac=$MAC \
+		-drive file=disk.raw,format=raw,if=virtio >>console.log 2>&1 &
+	QP=$!
+}
+halt() {
+	kill $QP 2>/dev/null || true
+	wait $QP 2>/dev/null || true
+}
 START=$(date +%s)
-timeout 300 qemu-system-x86_64 -machine q35 -cpu max -m 1024 -smp 2 -nographic -no-reboot \
-	-kernel kernel/vmlinuz -initrd initramfs.zst \
-	-append "console=ttyS0 quiet ipa-api-url=http://10.0.2.2:$KP BOOTIF=01-${MAC//:/-} ipa-advertise-host=127.0.0.1 ipa-advertise-port=$HF" \
-	-netdev user,id=n0,hostfwd=tcp:127.0.0.1:$HF-:9999 -device virtio-net-pci,netdev=n0,mac=$MAC \
-	-drive file=disk.raw,format=raw,if=virtio >console.log 2>&1 &
-QP=$!
-ST=
-while [ $(($(date +%s) - START)) -lt 280 ]; do
-	ST=$(curl -s "${H[@]}" $A/v1/nodes/$U | field 'n["provision_state"], "|", n["last_error"]')
-	case "$ST" in active* | *failed*) break ;; esac
-	sleep 2
-done
-echo "node: $ST, $(($(date +%s) - START)) s after QEMU started"
-kill $QP 2>/dev/null || true
-wait $QP 2>/dev/null || true
+: >console.log
+
+echo "inspection:"
+provision '{"target":"manage"}'
+wait_for manageable
+provision '{"target":"inspect"}'
+wait_for "inspect wait"
+boot ipa-inspection-callback-url=http://10.0.2.2:$KP/v1/continue_inspection
+wait_for manageable
+halt
+curl -s "${H[@]}" $A/v1/nodes/$U/inventory | field '"  inventory disks:", [(d["name"], d["size"]) for d in n["inventory"]["disks"]], "nics:", [(i["name"], i["mac_address"]) for i in n["inventory"]["interfaces"]]'
+curl -s "${H[@]}" $A/v1/nodes/$U | field '"  properties:", n["properties"]'
+
+echo "automated cleaning:"
+dd if=image.raw of=disk.raw bs=1M conv=notrunc status=none
+provision '{"target":"provide"}'
+wait_for "clean wait"
+boot
+wait_for available
+halt
+echo "  signatures left on the disk: '$(wipefs -n -O TYPE --noheadings disk.raw | tr '\n' ' ')'"
+
+echo "deploy:"
+curl -s -X PATCH "${H[@]}" -d "[{\"op\":\"add\",\"path\":\"/instance_info\",\"value\":{\"image_source\":\"http://10.0.2.2:$IP/image.raw\",\"image_os_hash_algo\":\"sha256\",\"image_os_hash_value\":\"$SUM\",\"root_device\":{\"name\":\"/dev/vda\"}}}]" $A/v1/nodes/$U >/dev/null
+provision '{"target":"active","configdrive":{"meta_data":{"hostname":"qemu"}}}'
+wait_for "wait call-back"
+boot
+wait_for active
+halt
+echo "node: $ST, $(($(date +%s) - START)) s for the three boots"
 curl -s "${H[@]}" $A/v1/nodes/$U | field '"partition uuids:", n["driver_internal_info"].get("kiln_partition_uuids")'
 n=$((49152 - 34 - 33))
 echo "image bytes past the GPT on the disk: $(dd if=disk.raw bs=512 skip=34 count=$n status=none | sha256sum | cut -c1-16), in the image: $(dd if=image.raw bs=512 skip=34 count=$n status=none | sha256sum | cut -c1-16)"
