@@ -8,7 +8,6 @@ package agente2e
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -316,5 +315,3 @@ func fileSize(t *testing.T, path string) int64 {
 	}
 	return st.Size()
 }
-
-var _ = context.Background
