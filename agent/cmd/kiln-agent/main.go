@@ -14,12 +14,14 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"sync"
 	"time"
 
 	"github.com/kilnhq/kiln/agent"
+	_ "github.com/kilnhq/kiln/agent/coreos" // install_coreos deploy step (Metal3's CoreOS installs)
 	"github.com/kilnhq/kiln/agent/hwmgr"
 	"github.com/kilnhq/kiln/agent/inventory"
 	"github.com/kilnhq/kiln/agent/netconf"
@@ -118,6 +120,19 @@ func networkUp(cfg agent.Config, log *slog.Logger) func(ctx context.Context) err
 	return func(ctx context.Context) error {
 		mu.Lock()
 		defer mu.Unlock()
+		if !up {
+			// A host without DHCP carries NMState network data (kernel
+			// argument, or appended to its ramdisk by the controller).
+			cmdline, _ := os.ReadFile("/proc/cmdline")
+			applied, err := netconf.ApplyNetworkData(ctx, netconf.NetworkDataOptions{Cmdline: string(cmdline), Logger: log})
+			if err != nil {
+				return fmt.Errorf("apply network data: %w", err)
+			}
+			if applied {
+				up = true
+				log.Info("network configured from NMState network data")
+			}
+		}
 		if !up {
 			res, err := netconf.Bringup(ctx, netconf.BringupOptions{BootIF: cfg.BootIF, IPArg: cfg.IPArg, Logger: log})
 			if err != nil {
