@@ -110,7 +110,7 @@ func (p *Pool) conn(in Info) (*conn, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if c, ok := p.conns[key]; ok {
-		c.tr.setCredentials(in.Username, in.Password, in.AuthType)
+		c.tr.setCredentials(in.Username, in.Password, in.AuthType) // never blocks long: logins hold loginMu
 		return c, nil
 	}
 	tlsConf := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: !in.VerifyCA} //nolint:gosec // operator's choice (redfish_verify_ca=false), as BMCs ship self-signed certificates

@@ -92,13 +92,16 @@ type transport struct {
 	limits   Limits
 	sem      chan struct{}
 
+	paceMu    sync.Mutex
+	nextStart time.Time
+	loginMu   sync.Mutex // one login at a time; callers wait for its session
+
 	mu         sync.Mutex
 	user, pass string
 	authType   string
 	token      string // X-Auth-Token of the cached session
 	sessionURL string // its Location, for logout
 	useBasic   bool   // auto mode fell back to basic auth
-	nextStart  time.Time
 }
 
 func newTransport(base http.RoundTripper, endpoint, user, pass, authType string, l Limits) *transport {
@@ -128,14 +131,14 @@ func (t *transport) acquire(ctx context.Context) error {
 	if t.limits.Interval <= 0 {
 		return nil
 	}
-	t.mu.Lock()
+	t.paceMu.Lock()
 	now := time.Now()
 	start := t.nextStart
 	if start.Before(now) {
 		start = now
 	}
 	t.nextStart = start.Add(t.limits.Interval)
-	t.mu.Unlock()
+	t.paceMu.Unlock()
 	if d := time.Until(start); d > 0 {
 		if err := sleep(ctx, d); err != nil {
 			<-t.sem
@@ -251,84 +254,105 @@ func (t *transport) once(ctx context.Context, orig *http.Request, body []byte) (
 
 // authHeader returns the header to send, logging in first when needed.
 func (t *transport) authHeader(ctx context.Context) ([2]string, error) {
+	if h, ok := t.cachedAuth(); ok {
+		return h, nil
+	}
+	// One login at a time: concurrent callers wait for its session instead
+	// of each creating their own.
+	t.loginMu.Lock()
+	defer t.loginMu.Unlock()
+	if h, ok := t.cachedAuth(); ok {
+		return h, nil
+	}
+	t.mu.Lock()
+	user, pass, authType := t.user, t.pass, t.authType
+	t.mu.Unlock()
+	tok, loc, err := t.login(ctx, user, pass)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.user == "" {
-		return [2]string{}, nil
-	}
-	basic := [2]string{"Authorization", "Basic " + base64.StdEncoding.EncodeToString([]byte(t.user+":"+t.pass))}
-	if t.authType == AuthBasic || t.useBasic {
-		return basic, nil
-	}
-	if t.token != "" {
-		return [2]string{"X-Auth-Token", t.token}, nil
-	}
-	// Logging in under the lock: concurrent callers wait for one session
-	// instead of each creating their own.
-	err := t.login(ctx)
 	if err == nil {
-		return [2]string{"X-Auth-Token", t.token}, nil
+		if t.user == user && t.pass == pass {
+			t.token, t.sessionURL = tok, loc
+		}
+		return [2]string{"X-Auth-Token", tok}, nil
 	}
 	var be *BMCError
-	if t.authType == AuthAuto && errors.As(err, &be) && be.Status != 0 && be.Status != http.StatusUnauthorized {
+	if authType == AuthAuto && errors.As(err, &be) && be.Status != 0 && be.Status != http.StatusUnauthorized && be.Status != http.StatusForbidden {
 		// The BMC has no usable session service (absent, or all sessions
 		// taken): basic auth works on every Redfish service.
 		t.useBasic = true
-		return basic, nil
+		return basicHeader(user, pass), nil
 	}
 	return [2]string{}, err
 }
 
+func basicHeader(user, pass string) [2]string {
+	return [2]string{"Authorization", "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pass))}
+}
+
+// cachedAuth returns the header when no login is needed.
+func (t *transport) cachedAuth() ([2]string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case t.user == "":
+		return [2]string{}, true
+	case t.authType == AuthBasic || t.useBasic:
+		return basicHeader(t.user, t.pass), true
+	case t.token != "":
+		return [2]string{"X-Auth-Token", t.token}, true
+	}
+	return [2]string{}, false
+}
+
 // login creates a session, retrying 5xx and connection errors (a BMC whose
 // sessions are all taken answers 503).
-func (t *transport) login(ctx context.Context) error {
-	payload, _ := json.Marshal(map[string]string{"UserName": t.user, "Password": t.pass})
+func (t *transport) login(ctx context.Context, user, pass string) (token, location string, err error) {
+	payload, _ := json.Marshal(map[string]string{"UserName": user, "Password": pass})
 	backoff := t.limits.Backoff
 	for attempt := 0; ; attempt++ {
-		err := t.loginOnce(ctx, payload)
+		token, location, err = t.loginOnce(ctx, payload)
 		var be *BMCError
 		if err == nil || !errors.As(err, &be) || (be.Status != 0 && be.Status < 500) || attempt >= t.limits.Retries || ctx.Err() != nil {
-			return err
+			return token, location, err
 		}
 		if err := sleep(ctx, backoff); err != nil {
-			return err
+			return "", "", err
 		}
 		backoff = min(backoff*2, t.limits.MaxBackoff)
 	}
 }
 
-func (t *transport) loginOnce(ctx context.Context, payload []byte) error {
+func (t *transport) loginOnce(ctx context.Context, payload []byte) (token, location string, err error) {
 	if err := t.acquire(ctx); err != nil {
-		return err
+		return "", "", err
 	}
 	defer t.release()
 	rctx, cancel := context.WithTimeout(ctx, t.limits.RequestTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, t.endpoint+sessionsPath, bytes.NewReader(payload))
 	if err != nil {
-		return err
+		return "", "", err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	resp, err := t.base.RoundTrip(req)
 	if err != nil {
-		return &BMCError{BMC: t.endpoint, Method: "POST", Path: sessionsPath, Answer: err.Error(), Err: err}
+		return "", "", &BMCError{BMC: t.endpoint, Method: "POST", Path: sessionsPath, Answer: err.Error(), Err: err}
 	}
 	if resp.StatusCode >= 300 {
 		e := t.answerError(req, resp)
 		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
 			e.Answer += " (check redfish_username and redfish_password)"
 		}
-		return e
+		return "", "", e
 	}
 	drain(resp)
 	tok := resp.Header.Get("X-Auth-Token")
 	if tok == "" {
-		return &BMCError{BMC: t.endpoint, Method: "POST", Path: sessionsPath, Status: resp.StatusCode, Answer: "session created without an X-Auth-Token header"}
+		return "", "", &BMCError{BMC: t.endpoint, Method: "POST", Path: sessionsPath, Status: resp.StatusCode, Answer: "session created without an X-Auth-Token header"}
 	}
-	t.token = tok
-	t.sessionURL = resp.Header.Get("Location")
-	return nil
+	return tok, resp.Header.Get("Location"), nil
 }
 
 // dropSession forgets the cached session; false when there was none (basic
