@@ -432,5 +432,8 @@ func redfishMessage(b []byte) string {
 	for _, m := range doc.Error.Info {
 		parts = append(parts, strings.TrimSpace(m.MessageID+": "+m.Message))
 	}
-	return strings.Join(parts, "; ")
+	if msg := strings.Trim(strings.Join(parts, "; "), "; "); msg != "" {
+		return msg
+	}
+	return "(error without a message)"
 }
