@@ -25,6 +25,8 @@ func TestQuirksFor(t *testing.T) {
 		{Vendor{Vendor: "AMI", Manufacturer: "American Megatrends International"}, []string{"supermicro-repeat-boot-mode", "supermicro-insert-image-only"}},
 		{Vendor{Vendor: "Kiln", Manufacturer: "Kiln Simulated"}, nil},
 		{Vendor{Vendor: "Lenovo", Manufacturer: "Lenovo"}, nil},
+		{Vendor{Vendor: "Miami Systems", Product: "Shiloh"}, nil}, // words, not substrings
+		{Vendor{Vendor: "HPE", Product: "iLO 6"}, []string{"ilo-boot-mode-read-only"}},
 	} {
 		if got := names(c.v); !slices.Equal(got, c.want) {
 			t.Errorf("%+v: quirks %v, want %v", c.v, got, c.want)

@@ -53,7 +53,7 @@ type Limits struct {
 	// BMC (default 0: no pacing beyond Concurrency).
 	Interval time.Duration
 	// Retries is how many times a request is repeated after a connection
-	// error or a 5xx answer (default 3); Backoff is the first delay, doubled
+	// error or a 5xx answer (0 means the default 3, negative none); Backoff is the first delay, doubled
 	// each time up to MaxBackoff (defaults 200 ms and 3 s).
 	Retries             int
 	Backoff, MaxBackoff time.Duration
@@ -61,13 +61,14 @@ type Limits struct {
 	RequestTimeout time.Duration
 }
 
+// retries is the number of repeats, never negative.
+func (l Limits) retries() int { return max(l.Retries, 0) }
+
 func (l Limits) withDefaults() Limits {
 	if l.Concurrency <= 0 {
 		l.Concurrency = 4
 	}
-	if l.Retries < 0 {
-		l.Retries = 0
-	} else if l.Retries == 0 {
+	if l.Retries == 0 {
 		l.Retries = 3
 	}
 	if l.Backoff <= 0 {
@@ -177,6 +178,11 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	reauthed := false
 	for attempt := 0; ; attempt++ {
 		resp, err := t.once(ctx, req, body)
+		var le loginError
+		if errors.As(err, &le) {
+			// Logging in retried already; its error names the request.
+			return nil, le.err
+		}
 		retry := false
 		switch {
 		case err != nil:
@@ -190,12 +196,16 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		case resp.StatusCode >= 500:
 			retry = true
 		}
-		if !retry || attempt >= t.limits.Retries {
+		if !retry || attempt >= t.limits.retries() {
 			if err != nil {
 				return nil, &BMCError{BMC: t.endpoint, Method: req.Method, Path: req.URL.Path, Answer: err.Error(), Err: err}
 			}
 			if resp.StatusCode >= 400 {
-				return nil, t.answerError(req, resp)
+				e := t.answerError(req, resp)
+				if resp.StatusCode == http.StatusUnauthorized {
+					e.Answer += " (check redfish_username and redfish_password)"
+				}
+				return nil, e
 			}
 			return resp, nil
 		}
@@ -214,11 +224,16 @@ func drain(resp *http.Response) {
 	resp.Body.Close()
 }
 
+// loginError marks a failure to log in, which RoundTrip does not retry.
+type loginError struct{ err error }
+
+func (e loginError) Error() string { return e.err.Error() }
+
 // once sends one attempt.
 func (t *transport) once(ctx context.Context, orig *http.Request, body []byte) (*http.Response, error) {
 	auth, err := t.authHeader(ctx)
 	if err != nil {
-		return nil, err
+		return nil, loginError{err}
 	}
 	if err := t.acquire(ctx); err != nil {
 		return nil, err
@@ -313,7 +328,7 @@ func (t *transport) login(ctx context.Context, user, pass string) (token, locati
 	for attempt := 0; ; attempt++ {
 		token, location, err = t.loginOnce(ctx, payload)
 		var be *BMCError
-		if err == nil || !errors.As(err, &be) || (be.Status != 0 && be.Status < 500) || attempt >= t.limits.Retries || ctx.Err() != nil {
+		if err == nil || !errors.As(err, &be) || (be.Status != 0 && be.Status < 500) || attempt >= t.limits.retries() || ctx.Err() != nil {
 			return token, location, err
 		}
 		if err := sleep(ctx, backoff); err != nil {
