@@ -5,6 +5,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,11 +24,21 @@ import (
 
 // acpiChassis is go-ipmi's mock chassis with an OS that obeys the ACPI soft
 // shutdown (the mock only counts it as a warm reset).
-type acpiChassis struct{ *mock.Chassis }
+// It counts the actions atomically (the mock's own counters are unlocked).
+type acpiChassis struct {
+	*mock.Chassis
+	cycles, soft *atomic.Int32
+}
 
 func (c acpiChassis) WarmReset(ctx context.Context) error {
+	c.soft.Add(1)
 	_ = c.Chassis.WarmReset(ctx)
 	return c.Chassis.SetPower(ctx, false)
+}
+
+func (c acpiChassis) PowerCycle(ctx context.Context) error {
+	c.cycles.Add(1)
+	return c.Chassis.PowerCycle(ctx)
 }
 
 type acpiHAL struct {
@@ -40,15 +51,15 @@ func (h acpiHAL) Chassis() hal.ChassisHAL { return h.ch }
 type simBMC struct {
 	addr  string
 	port  int
-	chass *mock.Chassis
+	chass acpiChassis
 }
 
 // startBMC runs go-ipmi's reference BMC server on a 127.0.0.1 UDP port.
 func startBMC(t *testing.T, user, pass string) *simBMC {
 	t.Helper()
 	m := mock.New()
-	ch := m.Chassis().(*mock.Chassis)
-	b := bmc.New(bmc.DeviceInfo{DeviceID: 32, IPMIVersion: 0x20, ManufacturerID: 0x000157}, [16]byte{1, 2, 3}, acpiHAL{HAL: m, ch: acpiChassis{ch}}, bmc.WithClock(clock.Real))
+	ch := acpiChassis{Chassis: m.Chassis().(*mock.Chassis), cycles: new(atomic.Int32), soft: new(atomic.Int32)}
+	b := bmc.New(bmc.DeviceInfo{DeviceID: 32, IPMIVersion: 0x20, ManufacturerID: 0x000157}, [16]byte{1, 2, 3}, acpiHAL{HAL: m, ch: ch}, bmc.WithClock(clock.Real))
 	u, err := b.Users.Add(2, user)
 	if err != nil {
 		t.Fatal(err)
@@ -105,8 +116,8 @@ func TestPowerAgainstGoIPMIServer(t *testing.T) {
 			t.Fatalf("after %s: %q %v", s.target, got, err)
 		}
 	}
-	if sim.chass.PowerCycles != 1 || sim.chass.WarmResets != 2 {
-		t.Errorf("power cycles %d (want 1), soft shutdowns %d (want 2)", sim.chass.PowerCycles, sim.chass.WarmResets)
+	if c, s := sim.chass.cycles.Load(), sim.chass.soft.Load(); c != 1 || s != 2 {
+		t.Errorf("power cycles %d (want 1), soft shutdowns %d (want 2)", c, s)
 	}
 }
 
@@ -133,8 +144,8 @@ func TestBootDeviceAgainstGoIPMIServer(t *testing.T) {
 		if err := mg.SetBootDevice(ctx, n, c.dev, c.persistent); err != nil {
 			t.Fatalf("%s: %v", c.dev, err)
 		}
-		f := sim.chass.BootFlags
-		if f == nil || !f.BootFlagsValid || f.BootDeviceSelector != c.sel || f.Persist != c.persistent || bool(f.BIOSBootType) != c.uefi {
+		f, err := sim.chass.GetBootFlags(ctx)
+		if err != nil || f == nil || !f.BootFlagsValid || f.BootDeviceSelector != c.sel || f.Persist != c.persistent || bool(f.BIOSBootType) != c.uefi {
 			t.Fatalf("%s: BMC boot flags %+v", c.dev, f)
 		}
 		dev, pers, efi, err := mg.BootFlags(ctx, n)
