@@ -2,9 +2,12 @@ package redfish
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stmcginnis/gofish/schemas"
+
+	"github.com/kilnhq/kiln/proto"
 )
 
 func TestQuirksFor(t *testing.T) {
@@ -103,6 +106,27 @@ func FuzzRedfishMessage(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if redfishMessage(b) == "" {
 			t.Fatal("empty message")
+		}
+	})
+}
+
+// FuzzParseInfo feeds driver_info as an API client may send it: the parser
+// must never panic, and an accepted address is a clean scheme://host URL.
+func FuzzParseInfo(f *testing.F) {
+	for _, s := range []string{"10.0.0.5", "https://[fd00::1]:8443", "http://bmc/redfish/v1", "ftp://x", "https://:0", "", "%zz"} {
+		f.Add(s, "/redfish/v1/Systems/1", "true")
+	}
+	f.Fuzz(func(t *testing.T, addr, sys, verify string) {
+		n := &proto.Node{DriverInfo: proto.Dict{"redfish_address": addr, "redfish_system_id": sys, "redfish_verify_ca": verify}}
+		in, err := ParseInfo(n)
+		if err != nil {
+			return
+		}
+		if !strings.HasPrefix(in.Endpoint, "http://") && !strings.HasPrefix(in.Endpoint, "https://") {
+			t.Fatalf("endpoint %q from %q", in.Endpoint, addr)
+		}
+		if strings.Count(in.Endpoint, "/") != 2 {
+			t.Fatalf("endpoint %q has a path (from %q)", in.Endpoint, addr)
 		}
 	})
 }

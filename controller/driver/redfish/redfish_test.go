@@ -258,6 +258,21 @@ func TestVirtualMediaEveryPersonality(t *testing.T) {
 			if err := vb.CleanUpRamdisk(ctx, n); err != nil {
 				t.Fatalf("clean-up with nothing inserted: %v", err)
 			}
+			// Without a builder, only a prebuilt deploy_iso can be used.
+			pre := &redfish.VirtualMediaBoot{Pool: pool, ISO: redfish.PrebuiltISO{}, Mgmt: mg}
+			if err := pre.Validate(ctx, n); err == nil || !strings.Contains(err.Error(), "deploy_iso") {
+				t.Errorf("validate without ISO builder nor deploy_iso: %v", err)
+			}
+			n.DriverInfo["deploy_iso"] = "http://x/agent.iso"
+			if err := pre.Validate(ctx, n); err != nil {
+				t.Error(err)
+			}
+			if err := pre.PrepareRamdisk(ctx, n, driver.RamdiskParams{}); err != nil {
+				t.Fatal(err)
+			}
+			if md, _ := m.Media(ctx); md.Image != "http://x/agent.iso" {
+				t.Errorf("prebuilt ISO not inserted: %+v", md)
+			}
 		})
 	}
 }
