@@ -225,3 +225,60 @@ func BenchmarkScale1000(b *testing.B) {
 		b.ReportMetric(f.RequestsPerNode, "bmc-requests/node")
 	}
 }
+
+// TestOutOfBandInspection inspects redfish nodes of every personality
+// through the controller: properties and ports come from the BMC.
+func TestOutOfBandInspection(t *testing.T) {
+	p := kilnproc.Start(t, kilnBin, filepath.Join(t.TempDir(), "kiln.db"), "--conductor", "inspect", "--log-level", "warn", "--power-sync-interval", "0")
+	for i, personality := range bmcsim.PersonalityNames() {
+		t.Run(personality, func(t *testing.T) {
+			pers, err := bmcsim.LookupPersonality(personality)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A distinct MAC per BMC: ports are unique across nodes.
+			lab, err := bmcsim.StartLab(bmcsim.LabConfig{N: 1, Personality: personality, NewBackend: func(int) (bmcsim.Backend, error) {
+				return bmcsim.NewMemory(100+i, bmcsim.Inventory{Manufacturer: pers.Manufacturer, Model: pers.Model}), nil
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lab.Close()
+			b := lab.BMCs[0]
+			u, pw := b.Credentials()
+			code, out := call(t, p.URL, "POST", "/v1/nodes", map[string]any{"driver": "redfish", "inspect_interface": "redfish",
+				"driver_info": map[string]any{"redfish_address": b.URL, "redfish_username": u, "redfish_password": pw}})
+			if code != 201 {
+				t.Fatalf("create: %d %v", code, out)
+			}
+			uuid := out["uuid"].(string)
+			for _, verb := range []string{"manage", "inspect"} {
+				if code, out := call(t, p.URL, "PUT", "/v1/nodes/"+uuid+"/states/provision", map[string]any{"target": verb}); code != 202 {
+					t.Fatalf("%s: %d %v", verb, code, out)
+				}
+				deadline := time.Now().Add(30 * time.Second)
+				for {
+					_, n := call(t, p.URL, "GET", "/v1/nodes/"+uuid, nil)
+					if n["provision_state"] == "manageable" && n["reservation"] == nil && (verb == "manage" || n["inspection_finished_at"] != nil) {
+						break
+					}
+					if e, _ := n["last_error"].(string); e != "" || time.Now().After(deadline) {
+						t.Fatalf("%s: state %v last_error %v", verb, n["provision_state"], n["last_error"])
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+			_, n := call(t, p.URL, "GET", "/v1/nodes/"+uuid, nil)
+			props, _ := n["properties"].(map[string]any)
+			inv := lab.Memory(0).Inventory()
+			if fmt.Sprint(props["cpus"]) != fmt.Sprint(inv.CPUCount) || props["cpu_arch"] != "x86_64" || fmt.Sprint(props["memory_mb"]) != fmt.Sprint(inv.MemoryGiB*1024) {
+				t.Errorf("properties %v, BMC inventory %+v", props, inv)
+			}
+			_, ports := call(t, p.URL, "GET", "/v1/ports?node_uuid="+uuid, nil)
+			list, _ := ports["ports"].([]any)
+			if len(list) != len(inv.NICs) || strings.ToLower(fmt.Sprint(list[0].(map[string]any)["address"])) != strings.ToLower(inv.NICs[0].MAC) {
+				t.Errorf("ports %v, NICs %v", list, inv.NICs)
+			}
+		})
+	}
+}
