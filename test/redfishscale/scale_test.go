@@ -109,12 +109,16 @@ func waitAll(tb testing.TB, base string, n int, field, want string, timeout time
 	}
 }
 
-func runScale(tb testing.TB, n int) Figures {
-	lab, err := bmcsim.StartLab(bmcsim.LabConfig{N: n})
+func runScale(tb testing.TB, n int, personality string, faults bmcsim.Faults) Figures {
+	lab, err := bmcsim.StartLab(bmcsim.LabConfig{N: n, Personality: personality})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { lab.Close() })
+	if err := lab.SetFaults(faults); err != nil {
+		tb.Fatal(err)
+	}
+	systemID := lab.BMCs[0].SystemPath(lab.BMCs[0].SystemIDs()[0])
 	p := kilnproc.Start(tb, kilnBin, filepath.Join(tb.TempDir(), "kiln.db"),
 		"--conductor", "scale", "--log-level", "warn", "--workers", "64", "--power-sync-interval", "0")
 	var f Figures
@@ -132,7 +136,7 @@ func runScale(tb testing.TB, n int) Figures {
 		u, pw := b.Credentials()
 		code, out := call(tb, p.URL, "POST", "/v1/nodes", map[string]any{
 			"driver": "redfish", "name": fmt.Sprintf("rf%04d", i),
-			"driver_info": map[string]any{"redfish_address": b.URL, "redfish_username": u, "redfish_password": pw, "redfish_system_id": "/redfish/v1/Systems/1"},
+			"driver_info": map[string]any{"redfish_address": b.URL, "redfish_username": u, "redfish_password": pw, "redfish_system_id": systemID},
 		})
 		if code != 201 {
 			tb.Errorf("create node %d: %d %v", i, code, out)
@@ -203,7 +207,7 @@ func TestScale(t *testing.T) {
 	if testing.Short() {
 		n = 200
 	}
-	f := runScale(t, n)
+	f := runScale(t, n, "generic", bmcsim.Faults{})
 	t.Logf("%d nodes: enroll %s, manage %s, power on %s, power off %s; BMC requests per node %.1f (max %d)",
 		n, f.Enroll.Round(time.Millisecond), f.Manage.Round(time.Millisecond), f.PowerOn.Round(time.Millisecond),
 		f.PowerOff.Round(time.Millisecond), f.RequestsPerNode, f.MaxRequests)
@@ -216,13 +220,22 @@ func TestScale(t *testing.T) {
 }
 
 // BenchmarkScale1000 reports the same figures as metrics.
-func BenchmarkScale1000(b *testing.B) {
+func BenchmarkScale1000(b *testing.B) { benchScale(b, "generic", bmcsim.Faults{}) }
+
+// BenchmarkScale1000Faulty: iDRAC personality, 20 ms per answer and 5 % of
+// answers a 503, as a busy rack of real BMCs.
+func BenchmarkScale1000Faulty(b *testing.B) {
+	benchScale(b, "idrac", bmcsim.Faults{Latency: 20 * time.Millisecond, ErrorRate: 0.05, ErrorStatus: 503})
+}
+
+func benchScale(b *testing.B, personality string, faults bmcsim.Faults) {
 	for range b.N {
-		f := runScale(b, 1000)
+		f := runScale(b, 1000, personality, faults)
 		b.ReportMetric(f.Manage.Seconds(), "s-manage")
 		b.ReportMetric(f.PowerOn.Seconds(), "s-power-on")
 		b.ReportMetric(f.PowerOff.Seconds(), "s-power-off")
 		b.ReportMetric(f.RequestsPerNode, "bmc-requests/node")
+		b.ReportMetric(float64(f.MaxRequests), "max-bmc-requests")
 	}
 }
 
