@@ -133,7 +133,7 @@ func (p *Pool) conn(in Info) (*conn, error) {
 		MaxIdleConnsPerHost: l.Concurrency,
 		IdleConnTimeout:     60 * time.Second,
 	}
-	tr := newTransport(base, in.Endpoint, in.Username, in.Password, in.AuthType, l)
+	tr := newTransport(base, in.Endpoint, in.Username, in.Password, in.AuthType, l, p.log)
 	c := &conn{endpoint: in.Endpoint, base: base, tr: tr, http: &http.Client{Transport: tr}, systems: map[string]string{}}
 	p.conns[key] = c
 	return c, nil

@@ -112,6 +112,20 @@ func TestPowerWaitsForTransitionAndTimesOut(t *testing.T) {
 	if d := time.Since(start); d < 400*time.Millisecond {
 		t.Errorf("power on returned after %s, before the BMC reported On", d)
 	}
+	// Someone else powered it off a moment ago (PoweringOff): power off
+	// waits for Off instead of returning at once.
+	if err := m.Reset(ctx, bmcsim.ResetForceOff); err != nil {
+		t.Fatal(err)
+	}
+	if err := pw.SetPowerState(ctx, n, proto.PowerOff, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if ps, _ := m.PowerState(ctx); ps != bmcsim.PowerOff {
+		t.Fatalf("power off returned while the BMC reports %s", ps)
+	}
+	if err := pw.SetPowerState(ctx, n, proto.PowerOn, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
 	// A guest that ignores ACPI: soft power off must fail within its timeout.
 	m.SetBehavior(bmcsim.MemoryBehavior{IgnoreGraceful: true})
 	err := pw.SetPowerState(ctx, n, proto.PowerSoftOff, 700*time.Millisecond)
