@@ -241,7 +241,7 @@ func (p *Power) SetPowerState(ctx context.Context, n *proto.Node, target proto.P
 				if err := control(chassis.ChassisControlPowerUp); err != nil {
 					return err
 				}
-			} else if err := control(chassis.ChassisControlPowerCycle); err != nil {
+			} else if err := control(chassis.ChassisControlHardReset); err != nil { // ipmitool power reset
 				return err
 			}
 			return waitPower(ctx, c, true)

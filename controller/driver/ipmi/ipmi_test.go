@@ -27,7 +27,7 @@ import (
 // It counts the actions atomically (the mock's own counters are unlocked).
 type acpiChassis struct {
 	*mock.Chassis
-	cycles, soft *atomic.Int32
+	cycles, soft *atomic.Int32 // hard resets, ACPI soft shutdowns
 }
 
 func (c acpiChassis) WarmReset(ctx context.Context) error {
@@ -36,9 +36,9 @@ func (c acpiChassis) WarmReset(ctx context.Context) error {
 	return c.Chassis.SetPower(ctx, false)
 }
 
-func (c acpiChassis) PowerCycle(ctx context.Context) error {
+func (c acpiChassis) ColdReset(ctx context.Context) error {
 	c.cycles.Add(1)
-	return c.Chassis.PowerCycle(ctx)
+	return c.Chassis.ColdReset(ctx)
 }
 
 type acpiHAL struct {
@@ -117,7 +117,7 @@ func TestPowerAgainstGoIPMIServer(t *testing.T) {
 		}
 	}
 	if c, s := sim.chass.cycles.Load(), sim.chass.soft.Load(); c != 1 || s != 2 {
-		t.Errorf("power cycles %d (want 1), soft shutdowns %d (want 2)", c, s)
+		t.Errorf("hard resets %d (want 1), soft shutdowns %d (want 2)", c, s)
 	}
 }
 
@@ -162,6 +162,12 @@ func TestValidateBadDriverInfo(t *testing.T) {
 	ctx := context.Background()
 	sim := startBMC(t, "kiln", "s3cret")
 	pw := &ipmi.Power{D: &ipmi.Driver{Timeout: 300 * time.Millisecond, Retries: 1}}
+	dead, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadPort := strconv.Itoa(dead.LocalAddr().(*net.UDPAddr).Port)
+	dead.Close()
 	for _, c := range []struct {
 		name string
 		di   proto.Dict
@@ -169,6 +175,7 @@ func TestValidateBadDriverInfo(t *testing.T) {
 	}{
 		{"wrong password", proto.Dict{"ipmi_password": "nope"}, "open lanplus session"},
 		{"unknown user", proto.Dict{"ipmi_username": "mallory"}, "open lanplus session"},
+		{"unreachable", proto.Dict{"ipmi_port": deadPort}, "127.0.0.1:" + deadPort + ": open lanplus session"},
 		{"missing address", proto.Dict{"ipmi_address": ""}, "missing ipmi_address"},
 		{"bad port", proto.Dict{"ipmi_port": "x"}, "ipmi_port"},
 		{"bad priv", proto.Dict{"ipmi_priv_level": "ROOT"}, "ipmi_priv_level"},
@@ -178,7 +185,7 @@ func TestValidateBadDriverInfo(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("got %v, want %q", err, c.want)
 			}
-			if strings.Contains(c.want, "session") && !strings.Contains(err.Error(), "127.0.0.1:"+strconv.Itoa(sim.port)) {
+			if strings.HasPrefix(c.want, "open lanplus") && !strings.Contains(err.Error(), "127.0.0.1:"+strconv.Itoa(sim.port)) {
 				t.Errorf("error %q does not name the BMC", err)
 			}
 		})
