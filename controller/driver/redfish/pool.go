@@ -99,6 +99,8 @@ type conn struct {
 	tr       *transport
 	http     *http.Client
 
+	bootMu sync.Mutex // serializes read-modify-write of boot overrides
+
 	mu      sync.Mutex
 	api     *gofish.APIClient
 	vendor  Vendor

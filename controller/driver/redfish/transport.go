@@ -455,6 +455,9 @@ func redfishMessage(b []byte) string {
 		parts = append(parts, strings.TrimSpace(doc.Error.Code+" "+doc.Error.Message))
 	}
 	for _, m := range doc.Error.Info {
+		if m.Message == doc.Error.Message && (m.MessageID == "" || m.MessageID == doc.Error.Code) {
+			continue // the same message again
+		}
 		parts = append(parts, strings.TrimSpace(m.MessageID+": "+m.Message))
 	}
 	if msg := strings.Trim(strings.Join(parts, "; "), "; "); msg != "" {
