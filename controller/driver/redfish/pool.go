@@ -108,7 +108,8 @@ type conn struct {
 }
 
 func (p *Pool) conn(in Info) (*conn, error) {
-	key := in.Endpoint + "\x00" + in.Username
+	// One connection per account; TLS settings are part of its identity.
+	key := fmt.Sprintf("%s\x00%s\x00%v\x00%s", in.Endpoint, in.Username, in.VerifyCA, in.CAFile)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if c, ok := p.conns[key]; ok {
