@@ -33,11 +33,9 @@ type Pool struct {
 	closed bool
 }
 
-// NewPool returns an empty pool whose connections obey l.
+// NewPool returns an empty pool whose connections obey l; a nil log means
+// slog.Default() at the time of each message.
 func NewPool(l Limits, log *slog.Logger) *Pool {
-	if log == nil {
-		log = slog.Default()
-	}
 	return &Pool{limits: l, log: log, conns: map[string]*conn{}}
 }
 
