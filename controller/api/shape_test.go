@@ -20,8 +20,9 @@ import (
 	"github.com/kilnhq/kiln/proto"
 )
 
-// samplesDir holds real Ironic responses captured for the same requests.
-const samplesDir = "../../../shared/spec/ironic-samples"
+// samplesDir holds real Ironic responses captured for the same requests (a
+// copy of shared/spec/ironic-samples, so the test needs nothing outside the repo).
+const samplesDir = "testdata/ironic-samples"
 
 const (
 	node1UUID = "816cf2f8-b1ea-4bb6-a4b6-df6a24d567e4"
