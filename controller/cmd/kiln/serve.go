@@ -12,11 +12,16 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 
 	"github.com/kilnhq/kiln/controller/agentclient"
 	"github.com/kilnhq/kiln/controller/api"
 	"github.com/kilnhq/kiln/controller/conductor"
+	"github.com/kilnhq/kiln/controller/driver"
+	"github.com/kilnhq/kiln/controller/events"
+	"github.com/kilnhq/kiln/controller/metrics"
 	"github.com/kilnhq/kiln/controller/store"
 )
 
@@ -109,13 +114,20 @@ func serve(ctx context.Context, o serveOptions) error {
 	if o.powerSyncInterval == 0 {
 		o.powerSyncInterval = -1
 	}
+	// Every node write goes through the watched store: node changes reach
+	// the event stream and the metrics whichever layer made them.
+	bus := events.NewBus()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	met := metrics.New(reg, st)
+	wst := events.Watch(st, events.PublishTo(bus), met.Observe)
 	cond := conductor.New(conductor.Config{
-		Store: st, Agent: agentclient.New(agentclient.Options{Logger: log}), Name: o.conductor, Group: o.group,
+		Store: wst, Agent: agentclient.New(agentclient.Options{Logger: log}), Name: o.conductor, Group: o.group,
 		APIURL: o.apiURL, Log: log, Workers: o.workers, CallbackTimeout: o.callbackTimeout,
 		AgentHeartbeatTimeout: o.agentHeartbeatTimeout, PowerSyncInterval: o.powerSyncInterval,
 		HeartbeatInterval: o.heartbeatInterval,
 	})
-	condCtx, stopConductor := context.WithCancel(context.Background())
+	condCtx, stopConductor := context.WithCancel(driver.WithBMCObserver(context.Background(), met))
 	condDone := make(chan error, 1)
 	go func() { condDone <- cond.Run(condCtx) }()
 	defer func() {
@@ -124,12 +136,19 @@ func serve(ctx context.Context, o serveOptions) error {
 			log.Error("conductor", "err", err)
 		}
 	}()
+	apiSrv := api.New(api.Config{Store: wst, Conductor: o.conductor, Logger: log, Notify: cond.Notify,
+		AgentHeartbeatTimeout: o.agentHeartbeatTimeout, Events: bus})
+	apiSrv.Echo().Use(met.Middleware())
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", metrics.Handler(reg))
+	mux.Handle("/", apiSrv)
 	srv := &http.Server{
-		Handler: api.New(api.Config{Store: st, Conductor: o.conductor, Logger: log, Notify: cond.Notify,
-			AgentHeartbeatTimeout: o.agentHeartbeatTimeout}),
+		Handler: mux,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 	}
+	// Event streams never go idle: end them so that Shutdown can finish.
+	srv.RegisterOnShutdown(bus.Close)
 	log.Info("kiln controller listening", "addr", ln.Addr().String(), "db", o.db, "conductor", o.conductor)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
