@@ -143,7 +143,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	mux.Handle("GET /metrics", metrics.Handler(reg))
 	mux.Handle("/", apiSrv)
 	srv := &http.Server{
-		Handler: mux,
+		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 	}
