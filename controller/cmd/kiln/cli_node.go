@@ -239,8 +239,9 @@ func bulkCreate(cmd *cobra.Command, o *cliOptions, c *client.Client, file string
 	ctx := cmd.Context()
 	stderr := cmd.ErrOrStderr()
 	var rows []row
-	failed := 0
+	failed, entries := 0, 0
 	for i, fields := range nodes {
+		entries++
 		label := fmt.Sprintf("node %d", i+1)
 		if fields == nil {
 			fmt.Fprintf(stderr, "%s: not an object\n", label)
@@ -261,6 +262,7 @@ func bulkCreate(cmd *cobra.Command, o *cliOptions, c *client.Client, file string
 		}
 		rows = append(rows, nodeRow(*n))
 		for j, p := range ports {
+			entries++
 			pf, ok := p.(map[string]any)
 			if !ok {
 				fmt.Fprintf(stderr, "%s port %d: not an object\n", label, j+1)
@@ -278,7 +280,7 @@ func bulkCreate(cmd *cobra.Command, o *cliOptions, c *client.Client, file string
 		return err
 	}
 	if failed > 0 {
-		return errFailed{fmt.Sprintf("%d of the entries in %s failed", failed, file)}
+		return errFailed{fmt.Sprintf("%d of %d entries (nodes and ports) failed", failed, entries)}
 	}
 	return nil
 }

@@ -236,8 +236,6 @@ func cell(v any) string {
 			return ""
 		}
 		return *x
-	case fmt.Stringer:
-		return x.String()
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
