@@ -24,7 +24,7 @@ const marker = "KILN-TESTINIT-UP"
 
 // TestBootQEMU builds the kernel and an initramfs with the stand-in init,
 // boots it in QEMU (TCG) directly with -kernel/-initrd, then by iPXE network
-// boot through controller/boot's handlers, and checks the init came up,
+// boot (SeaBIOS and OVMF) through controller/boot's handlers, and checks the init came up,
 // loaded its modules, got a DHCP lease and reached this test's HTTP server.
 func TestBootQEMU(t *testing.T) {
 	for _, tool := range []string{"qemu-system-x86_64", "apt-get", "dpkg-deb", "depmod", "modprobe", "zstd"} {
@@ -52,6 +52,7 @@ func TestBootQEMU(t *testing.T) {
 		})
 		out.mustSee(t, marker, "FETCH 200 hello from the test server", "TESTINIT DONE")
 		out.mustNotSee(t, "TESTINIT FAILED", "Kernel panic")
+		out.modulesLoaded(t)
 		srv.mustHaveHello(t, "via=direct")
 	})
 
@@ -62,9 +63,42 @@ func TestBootQEMU(t *testing.T) {
 			"-netdev", "user,id=n0,bootfile=" + base + "/boot/boot.ipxe",
 			"-device", "virtio-net-pci,netdev=n0,mac=" + mac,
 		})
-		out.mustSee(t, marker, "DHCP eth0 10.0.2.15/24", "FETCH 200 hello from the test server", "TESTINIT DONE")
+		out.mustSee(t, marker, "ARGS BOOTIF=01-52-54-00-4b-69-6c ipa-api-url="+base,
+			"DHCP eth0 10.0.2.15/24", "FETCH 200 hello from the test server", "TESTINIT DONE")
 		out.mustNotSee(t, "TESTINIT FAILED", "Kernel panic")
 		srv.mustHaveHello(t, "via=ipxe")
+		if got := srv.asked(); !contains(got, mac) {
+			t.Errorf("backend asked for %q, want %s", got, mac)
+		}
+	})
+
+	// UEFI: OVMF runs iPXE's EFI driver from the NIC ROM; the 2019 iPXE
+	// hands the EFI stub the ramdisk only by name (initrd=ramdisk).
+	t.Run("ipxe-uefi", func(t *testing.T) {
+		const code, vars = "/usr/share/OVMF/OVMF_CODE_4M.fd", "/usr/share/OVMF/OVMF_VARS_4M.fd"
+		varsCopy := filepath.Join(t.TempDir(), "vars.fd")
+		b, err := os.ReadFile(vars)
+		if errors.Is(err, os.ErrNotExist) {
+			t.Skipf("OVMF (Debian ovmf) not installed: %v", err)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(varsCopy, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		const mac = "52:54:00:4b:69:6d"
+		out := runQEMU(ctx, t, []string{
+			"-drive", "if=pflash,format=raw,unit=0,readonly=on,file=" + code,
+			"-drive", "if=pflash,format=raw,unit=1,file=" + varsCopy,
+			// Without this OVMF waits about a minute for DHCPv6.
+			"-fw_cfg", "name=opt/org.tianocore/IPv6PXESupport,string=n",
+			"-netdev", "user,id=n0,bootfile=" + base + "/boot/boot.ipxe",
+			"-device", "virtio-net-pci,netdev=n0,bootindex=1,mac=" + mac,
+		})
+		out.mustSee(t, marker, "ARGS BOOTIF=01-52-54-00-4b-69-6d ipa-api-url="+base,
+			"FETCH 200 hello from the test server", "TESTINIT DONE")
+		out.mustNotSee(t, "TESTINIT FAILED", "Kernel panic")
 		if got := srv.asked(); !contains(got, mac) {
 			t.Errorf("backend asked for %q, want %s", got, mac)
 		}
@@ -200,6 +234,21 @@ func (c *console) mustSee(t *testing.T, wants ...string) {
 	if t.Failed() {
 		t.Logf("console:\n%s", strings.Join(c.lines, "\n"))
 	}
+}
+
+// modulesLoaded checks modload's summary line: every module in the order
+// file loaded, so the order put dependencies first.
+func (c *console) modulesLoaded(t *testing.T) {
+	t.Helper()
+	for _, l := range c.lines {
+		if strings.Contains(l, `msg="kernel modules loaded"`) {
+			if !strings.Contains(l, " failed=0") {
+				t.Errorf("some modules failed to load: %s\n%s", l, strings.Join(c.lines, "\n"))
+			}
+			return
+		}
+	}
+	t.Errorf("no module load summary on the console")
 }
 
 func (c *console) mustNotSee(t *testing.T, bad ...string) {

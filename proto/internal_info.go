@@ -12,6 +12,7 @@ const (
 	InfoAgentTokenPregen    = "agent_secret_token_pregenerated"
 	InfoCachedCleanSteps    = "agent_cached_clean_steps"
 	InfoCachedDeploySteps   = "agent_cached_deploy_steps"
+	InfoCachedServiceSteps  = "agent_cached_service_steps"
 	InfoCachedStepsVersions = "kiln_cached_steps_versions"
 
 	// InfoRequest is the provision request the API recorded and the

@@ -103,7 +103,11 @@ func New(opts Options) *Client {
 	}
 	plain := opts.HTTPClient
 	if plain == nil {
-		plain = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		// One controller talks to thousands of agents, a few requests each
+		// per heartbeat: keep a connection per agent rather than 100 in all.
+		tr.MaxIdleConns = 4096
+		plain = &http.Client{Transport: tr}
 	}
 	return &Client{opts: opts, plain: plain, log: log, tls: map[[32]byte]*http.Client{}}
 }
@@ -305,11 +309,13 @@ func verifyCATLSConfig(pemText string) (*tls.Config, error) {
 	}, nil
 }
 
-// call does one HTTP exchange with retries on connection errors. body is
-// JSON-encoded when non-nil; out receives the 2xx body. onRetryBusy, when set,
-// is asked after a 409 on a retried request whether the earlier try was in
-// fact accepted (returning true ends the call successfully).
-func (c *Client) call(ctx context.Context, a Agent, op, method, path string, q url.Values, body []byte, out any, onRetryBusy func(context.Context) (bool, error)) error {
+// call does one HTTP exchange with retries on connection errors (and on
+// timeouts of one try, as Ironic). body is JSON-encoded when non-nil; out
+// receives the 2xx body. accepted, when set (for POSTs), is asked whether an
+// earlier try was in fact accepted by the agent: after a try failed on the
+// connection, and when a retried try is answered 409 busy; true ends the call
+// successfully.
+func (c *Client) call(ctx context.Context, a Agent, op, method, path string, q url.Values, body []byte, out any, accepted func(context.Context) bool) error {
 	base := strings.TrimRight(a.URL, "/")
 	if base == "" {
 		return &Error{Op: op, URL: a.URL, Err: fmt.Errorf("agent has no URL")}
@@ -338,12 +344,9 @@ func (c *Client) call(ctx context.Context, a Agent, op, method, path string, q u
 		case err == nil && status/100 == 2:
 			return nil
 		case err == nil:
-			if status == http.StatusConflict && try > 1 && onRetryBusy != nil {
-				ok, cerr := onRetryBusy(ctx)
-				if cerr == nil && ok {
-					c.log.Info("retried command was already accepted by the agent", "op", op, "agent", a.URL)
-					return nil
-				}
+			if status == http.StatusConflict && try > 1 && accepted != nil && accepted(ctx) {
+				c.log.Info("retried command had been accepted by the agent", "op", op, "agent", a.URL)
+				return nil
 			}
 			return &Error{Op: op, URL: a.URL, Status: status, Fault: fault}
 		case !retryable(ctx, err):
@@ -351,6 +354,10 @@ func (c *Client) call(ctx context.Context, a Agent, op, method, path string, q u
 		}
 		lastErr = err
 		c.log.Warn("agent connection failed", "op", op, "agent", a.URL, "try", try, "err", err)
+		if accepted != nil && accepted(ctx) {
+			c.log.Info("command had been accepted by the agent before the connection failed", "op", op, "agent", a.URL)
+			return nil
+		}
 	}
 	return &Error{Op: op, URL: a.URL, Err: fmt.Errorf("%w after %d tries: %v", ErrUnreachable, c.opts.Retries, lastErr)}
 }
@@ -409,10 +416,12 @@ func (c *Client) Status(ctx context.Context, a Agent) (proto.AgentStatus, error)
 
 // Execute is POST /v1/commands/?wait=&agent_token= with name ("ext.cmd") and
 // params (a struct or map encoding to a JSON object; nil means {}). A command
-// that ran and failed is not an error here: check the result's status. On a
-// retried POST answered 409, the POST counts as accepted when the agent's last
-// command has this name and is RUNNING (the first try got through), and that
-// command's result is returned.
+// that ran and failed is not an error here: check the result's status.
+// Connection errors and timeouts are retried; but when a try failed on the
+// connection, or a retried try is answered 409 busy, and the agent's last
+// command has this name and is RUNNING, the earlier try got through: the POST
+// counts as accepted and that command's result is returned (RUNNING, even
+// with wait=true).
 func (c *Client) Execute(ctx context.Context, a Agent, name string, params any, wait bool) (proto.CommandResult, error) {
 	op := "execute " + name
 	req, err := proto.NewCommandRequest(name, params)
@@ -425,17 +434,25 @@ func (c *Client) Execute(ctx context.Context, a Agent, name string, params any, 
 	}
 	_, cmd, _ := proto.SplitCommandName(name)
 	var res proto.CommandResult
-	accepted := func(ctx context.Context) (bool, error) {
-		cmds, err := c.Commands(ctx, a)
-		if err != nil || len(cmds) == 0 {
-			return false, err
+	// accepted looks for the command a failed try may have started: the
+	// agent's last command, with this name, still RUNNING. One try only: the
+	// POST's own retries cover a flaky agent.
+	accepted := func(ctx context.Context) bool {
+		var l proto.CommandList
+		hc, err := c.httpClient(a)
+		if err != nil {
+			return false
 		}
-		last := cmds[len(cmds)-1]
+		u := strings.TrimRight(a.URL, "/") + "/v1/commands/?" + url.Values{"agent_token": {a.Token}}.Encode()
+		if status, _, err := c.once(ctx, hc, http.MethodGet, u, nil, &l); err != nil || status != http.StatusOK || len(l.Commands) == 0 {
+			return false
+		}
+		last := l.Commands[len(l.Commands)-1]
 		if last.CommandName == cmd && last.CommandStatus == proto.CommandRunning {
 			res = last
-			return true, nil
+			return true
 		}
-		return false, nil
+		return false
 	}
 	q := url.Values{"wait": {fmt.Sprint(wait)}, "agent_token": {a.Token}}
 	if err := c.call(ctx, a, op, http.MethodPost, "/v1/commands/", q, body, &res, accepted); err != nil {
@@ -465,15 +482,11 @@ func (c *Client) Command(ctx context.Context, a Agent, id string, wait bool) (pr
 	return r, err
 }
 
-// retryable reports a connection error worth another try: not the caller's
-// cancellation, not a timeout (the agent may be working on it), not a bad
-// answer.
+// retryable reports a failure worth another try: a connection error or the
+// timeout of one try; not the caller's cancellation or deadline, not a
+// certificate the agent_verify_ca does not vouch for, not a bad answer.
 func retryable(ctx context.Context, err error) bool {
 	if ctx.Err() != nil || errors.Is(err, errDecode) {
-		return false
-	}
-	var ue *url.Error
-	if errors.As(err, &ue) && ue.Timeout() {
 		return false
 	}
 	var tlsErr *tls.CertificateVerificationError

@@ -515,7 +515,7 @@ func TestRetryGivesUp(t *testing.T) {
 	}
 }
 
-func TestTimeoutNotRetried(t *testing.T) {
+func TestTimeoutRetriedButNotCancellation(t *testing.T) {
 	var tries atomic.Int32
 	release := make(chan struct{})
 	st := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -527,9 +527,19 @@ func TestTimeoutNotRetried(t *testing.T) {
 	}))
 	defer st.Close()
 	defer close(release)
-	c := New(Options{Timeout: 50 * time.Millisecond, RetryDelay: time.Millisecond})
-	_, err := c.Execute(t.Context(), Agent{URL: st.URL, Token: token}, proto.CmdSync, nil, true)
-	if err == nil || errors.Is(err, ErrUnreachable) || tries.Load() != 1 {
+	// Each try times out: retried like a connection error (as Ironic).
+	c := New(Options{Timeout: 20 * time.Millisecond, RetryDelay: time.Millisecond})
+	_, err := c.Commands(t.Context(), Agent{URL: st.URL, Token: token})
+	if !errors.Is(err, ErrUnreachable) || tries.Load() != 3 {
+		t.Errorf("err %v after %d tries", err, tries.Load())
+	}
+	// The caller's deadline ends the call at once.
+	tries.Store(0)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	c = New(Options{RetryDelay: time.Millisecond})
+	_, err = c.Commands(ctx, Agent{URL: st.URL, Token: token})
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrUnreachable) || tries.Load() != 1 {
 		t.Errorf("err %v after %d tries", err, tries.Load())
 	}
 }
@@ -537,16 +547,32 @@ func TestTimeoutNotRetried(t *testing.T) {
 // dropFirstPOST is an agent whose first POST is accepted (the command starts)
 // but whose connection drops before the answer, as when a network blip hits.
 type dropFirstPOST struct {
-	mu       sync.Mutex
-	posts    int
-	cmds     []proto.CommandResult
-	lastName string // what the list reports as the last command
+	mu        sync.Mutex
+	posts     int
+	lists     int
+	failLists int // answer 503 to this many command lists first
+	cmds      []proto.CommandResult
+	lastName  string // the name the started command gets
+	finish    bool   // GET /v1/commands/{id} reports it SUCCEEDED
 }
 
 func (d *dropFirstPOST) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if r.Method == "GET" && r.URL.Path != "/v1/commands/" {
+		res := d.cmds[0]
+		if d.finish {
+			res.CommandStatus = proto.CommandSucceeded
+		}
+		_ = json.NewEncoder(w).Encode(res)
+		return
+	}
 	if r.Method == "GET" {
+		d.lists++
+		if d.lists <= d.failLists {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
 		_ = json.NewEncoder(w).Encode(proto.CommandList{Commands: d.cmds})
 		return
 	}
@@ -563,26 +589,42 @@ func (d *dropFirstPOST) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(proto.AgentFault{Faultcode: "Client", Faultstring: "Agent is busy"})
 }
 
-func TestRetriedPOSTSameCommandRunningIsAccepted(t *testing.T) {
+func TestLostPOSTSameCommandRunningIsAccepted(t *testing.T) {
 	step := proto.StepCall{Step: proto.Step{Step: "write_image", Interface: "deploy"}}
+	run := func(d *dropFirstPOST) (proto.CommandResult, error) {
+		st := httptest.NewServer(d)
+		defer st.Close()
+		return testClient(t).ExecuteStep(t.Context(), Agent{URL: st.URL, Token: token}, proto.StepDeploy, step, nil, nil, nil)
+	}
+	// The list right after the lost answer shows the command: no second POST.
 	d := &dropFirstPOST{lastName: "execute_deploy_step"}
-	st := httptest.NewServer(d)
-	defer st.Close()
-	res, err := testClient(t).ExecuteStep(t.Context(), Agent{URL: st.URL, Token: token}, proto.StepDeploy, step, nil, nil, nil)
+	res, err := run(d)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.ID != "first" || res.CommandStatus != proto.CommandRunning || d.posts != 2 {
-		t.Errorf("result %+v after %d POSTs", res, d.posts)
+	if res.ID != "first" || res.CommandStatus != proto.CommandRunning || d.posts != 1 || d.lists != 1 {
+		t.Errorf("result %+v after %d POSTs, %d lists", res, d.posts, d.lists)
 	}
-
+	// The list fails at first: the retried POST gets 409, then the list shows it.
+	d = &dropFirstPOST{lastName: "execute_deploy_step", failLists: 1}
+	res, err = run(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ID != "first" || d.posts != 2 || d.lists != 2 {
+		t.Errorf("result %+v after %d POSTs, %d lists", res, d.posts, d.lists)
+	}
 	// Another command running: the 409 stands.
-	d2 := &dropFirstPOST{lastName: "prepare_image"}
-	st2 := httptest.NewServer(d2)
-	defer st2.Close()
-	_, err = testClient(t).ExecuteStep(t.Context(), Agent{URL: st2.URL, Token: token}, proto.StepDeploy, step, nil, nil, nil)
-	if !errors.Is(err, ErrBusy) {
-		t.Errorf("err = %v, want busy", err)
+	d = &dropFirstPOST{lastName: "prepare_image"}
+	if _, err := run(d); !errors.Is(err, ErrBusy) || d.posts != 2 {
+		t.Errorf("err = %v after %d POSTs, want busy", err, d.posts)
+	}
+	// A synchronous command found running is waited for.
+	d = &dropFirstPOST{lastName: "get_partition_uuids", finish: true}
+	st := httptest.NewServer(d)
+	defer st.Close()
+	if _, err := testClient(t).GetPartitionUUIDs(t.Context(), Agent{URL: st.URL, Token: token}); err != nil || d.posts != 1 {
+		t.Errorf("sync command: %v after %d POSTs", err, d.posts)
 	}
 
 	// A first-try 409 is never taken for acceptance.

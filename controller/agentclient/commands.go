@@ -11,8 +11,9 @@ import (
 
 // Typed wrappers over Execute, one per command the conductor sends. The
 // synchronous ones (wait=true) turn a FAILED or CLEAN_VERSION_MISMATCH result
-// into a *CommandFailedError; the asynchronous ones return the RUNNING result
-// for the caller to follow on heartbeats.
+// into a *CommandFailedError; the asynchronous ones return the result as the
+// POST got it (usually RUNNING, possibly already ended) for the caller to
+// follow on heartbeats; only a refused request is an error for them.
 
 // StepCommands gives the get_X_steps and execute_X_step command names of kind.
 func StepCommands(kind proto.StepKind) (get, execute string, err error) {
@@ -35,6 +36,12 @@ func (c *Client) runSync(ctx context.Context, a Agent, name string, params any, 
 		return res, err
 	}
 	op := "execute " + name
+	if res.CommandStatus == proto.CommandRunning {
+		// Only when a retried POST was found running on the agent.
+		if res, err = c.WaitCommand(ctx, a, op, res); err != nil {
+			return res, err
+		}
+	}
 	if res.CommandStatus != proto.CommandSucceeded {
 		return res, &CommandFailedError{Op: op, URL: a.URL, Result: res}
 	}
@@ -46,17 +53,11 @@ func (c *Client) runSync(ctx context.Context, a Agent, name string, params any, 
 	return res, nil
 }
 
-// runAsync executes name with wait=false; a result that already ended badly
-// is a *CommandFailedError.
+// runAsync executes name with wait=false. Whether the answer is still
+// RUNNING or already ended is a race on the agent's side, so the status is
+// not judged here: follow the command (LastStepStatus, WaitCommand).
 func (c *Client) runAsync(ctx context.Context, a Agent, name string, params any) (proto.CommandResult, error) {
-	res, err := c.Execute(ctx, a, name, params, false)
-	if err != nil {
-		return res, err
-	}
-	if res.CommandStatus == proto.CommandFailed || res.CommandStatus == proto.CommandCleanVersionMismatch {
-		return res, &CommandFailedError{Op: "execute " + name, URL: a.URL, Result: res}
-	}
-	return res, nil
+	return c.Execute(ctx, a, name, params, false)
 }
 
 // orEmpty keeps node {} and ports [] on the wire when the caller has none:
@@ -90,7 +91,7 @@ func (c *Client) GetSteps(ctx context.Context, a Agent, kind proto.StepKind, nod
 }
 
 // ExecuteStep is X.execute_X_step(step, node, ports, X_version), asynchronous:
-// it returns the RUNNING result; follow it with Commands and LastStepStatus
+// it returns the result as posted (RUNNING, or already ended); follow it with Commands and LastStepStatus
 // on the agent's heartbeats. versions is the hardware_manager_version map
 // cached with the steps (nil: none sent, the agent skips its check).
 func (c *Client) ExecuteStep(ctx context.Context, a Agent, kind proto.StepKind, step proto.StepCall, node, ports any, versions map[string]string) (proto.CommandResult, error) {

@@ -1,13 +1,16 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/kilnhq/kiln/controller/deploy"
 	"github.com/kilnhq/kiln/controller/driver"
 	"github.com/kilnhq/kiln/controller/store"
 	"github.com/kilnhq/kiln/proto"
@@ -194,7 +197,11 @@ func recordProvisionRequest(n *proto.Node, req proto.ProvisionRequest, t transit
 		request["disable_ramdisk"] = *req.DisableRamdisk
 	}
 	if req.RescuePassword != "" {
-		request["rescue_password"] = req.RescuePassword
+		// Ironic keeps it in instance_info, where API output masks it.
+		if n.InstanceInfo == nil {
+			n.InstanceInfo = proto.Dict{}
+		}
+		n.InstanceInfo["rescue_password"] = req.RescuePassword
 	}
 	if n.DriverInternalInfo == nil {
 		n.DriverInternalInfo = proto.Dict{}
@@ -378,28 +385,52 @@ func (s *Server) validateNode(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	ifs, resolveErr := driver.Resolve(n)
 	out := map[string]proto.ValidateResult{}
 	for _, iface := range validated {
 		impl := *interfaceField(n, iface)
-		out[iface] = validateInterface(n, iface, impl)
+		out[iface] = validateInterface(c.Request().Context(), n, ifs, resolveErr, iface, impl)
 	}
 	return c.JSON(http.StatusOK, out)
 }
 
-// validateInterface checks one interface's configuration. Hardware types
-// beyond fake-hardware add their own checks in the driver layer.
-func validateInterface(n *proto.Node, iface, impl string) proto.ValidateResult {
-	ok := true
+// validateInterface asks the node's implementation of iface whether its
+// configuration (driver_info, instance_info) is complete and usable.
+func validateInterface(ctx context.Context, n *proto.Node, ifs driver.Set, resolveErr error, iface, impl string) proto.ValidateResult {
+	yes, no := true, false
+	result := func(err error) proto.ValidateResult {
+		if err != nil {
+			reason := err.Error()
+			return proto.ValidateResult{Result: &no, Reason: &reason}
+		}
+		return proto.ValidateResult{Result: &yes}
+	}
 	if impl == "no-"+iface || impl == "" {
 		reason := "not supported"
 		return proto.ValidateResult{Result: nil, Reason: &reason}
 	}
 	if hw, found := driver.Lookup(n.Driver); !found || hw.Check(iface, impl) != nil {
-		no := false
-		reason := "interface " + impl + " is not enabled for hardware type " + n.Driver
-		return proto.ValidateResult{Result: &no, Reason: &reason}
+		return result(fmt.Errorf("interface %s is not enabled for hardware type %s", impl, n.Driver))
 	}
-	return proto.ValidateResult{Result: &ok}
+	switch iface {
+	case "power", "management", "boot", "inspect":
+		if resolveErr != nil {
+			return result(resolveErr)
+		}
+	}
+	switch iface {
+	case "power":
+		return result(ifs.Power.Validate(ctx, n))
+	case "management":
+		return result(ifs.Management.Validate(ctx, n))
+	case "boot":
+		return result(ifs.Boot.Validate(ctx, n))
+	case "inspect":
+		return result(ifs.Inspect.Validate(ctx, n))
+	case "deploy":
+		return result(deploy.Validate(n))
+	}
+	return result(nil)
 }
 
 func (s *Server) listHistory(c echo.Context) error {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 )
 
 // Action is what a node should boot when it network-boots.
@@ -18,8 +19,9 @@ const (
 	// BootLocal leaves iPXE for the local disk (an active instance, or a
 	// node that has nothing to do).
 	BootLocal Action = "local"
-	// Discovery boots the agent for a MAC no node has, so it can look
-	// itself up and be inspected or enrolled.
+	// Discovery boots the agent for a MAC no node has, with
+	// ipa-inspection-callback-url, so it inspects the machine and reports
+	// it (which may enroll it).
 	Discovery Action = "discovery"
 )
 
@@ -130,6 +132,11 @@ func (h *scriptHandler) script(ctx context.Context, mac string) (string, error) 
 			MAC:        mac,
 			Console:    h.cfg.Console,
 			ExtraArgs:  append(append([]string(nil), h.cfg.ExtraKernelArgs...), d.ExtraKernelArgs...),
+		}
+		if d.Action == Discovery && h.cfg.APIURL != "" {
+			// An unknown machine has no node to heartbeat for: the agent
+			// inspects it and posts the inventory, which may enroll it.
+			p.ExtraArgs = append(p.ExtraArgs, "ipa-inspection-callback-url="+strings.TrimSuffix(h.cfg.APIURL, "/")+"/v1/continue_inspection")
 		}
 		if p.KernelURL == "" || p.RamdiskURL == "" {
 			return "", fmt.Errorf("boot agent for %s (node %q): no deploy kernel or ramdisk", mac, d.NodeUUID)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kilnhq/kiln/controller/agentclient"
+	"github.com/kilnhq/kiln/controller/deploy"
 	"github.com/kilnhq/kiln/controller/driver"
 	"github.com/kilnhq/kiln/controller/state"
 	"github.com/kilnhq/kiln/proto"
@@ -94,7 +95,7 @@ func (f *flow) startDeploy(ctx context.Context, req map[string]any) error {
 	n := f.n
 	switch f.ifs.Deploy {
 	case "direct":
-		if _, err := imageInfo(n); err != nil {
+		if _, err := deploy.ImageInfo(n); err != nil {
 			return f.fail(ctx, fmt.Sprintf("Failed to validate deploy for node %s: %v", n.UUID, err))
 		}
 	case "custom-agent":
@@ -263,10 +264,10 @@ func (f *flow) continueSteps(ctx context.Context, kind proto.StepKind) error {
 			return f.fail(ctx, fmt.Sprintf("Node %s: %v", n.UUID, err))
 		}
 		if err := f.update(ctx, func(n *proto.Node) {
-			cacheKey := proto.InfoCachedCleanSteps
-			if kind == proto.StepDeploy {
-				cacheKey = proto.InfoCachedDeploySteps
-			}
+			cacheKey := map[proto.StepKind]string{
+				proto.StepClean: proto.InfoCachedCleanSteps, proto.StepDeploy: proto.InfoCachedDeploySteps,
+				proto.StepService: proto.InfoCachedServiceSteps,
+			}[kind]
 			n.DriverInternalInfo[cacheKey] = res.Steps
 			n.DriverInternalInfo[proto.InfoCachedStepsVersions] = res.HardwareManagerVersion
 			n.DriverInternalInfo[proto.InfoSteps] = plan
@@ -338,6 +339,13 @@ func isManualClean(n *proto.Node) bool {
 // plan builds the step list of a flow once the agent's steps are known.
 func (f *flow) plan(kind proto.StepKind, agent []proto.Step) ([]proto.StepCall, error) {
 	n := f.n
+	if kind == proto.StepService {
+		requested, err := decodeSteps(n.DriverInternalInfo["kiln_service_steps"])
+		if err != nil {
+			return nil, err
+		}
+		return buildCleanSteps(agent, requested, true)
+	}
 	if kind == proto.StepClean {
 		manual, err := decodeSteps(n.DriverInternalInfo["kiln_manual_clean_steps"])
 		if err != nil {
@@ -351,7 +359,7 @@ func (f *flow) plan(kind proto.StepKind, agent []proto.Step) ([]proto.StepCall, 
 	}
 	var args map[string]any
 	if f.ifs.Deploy == "direct" {
-		info, err := imageInfo(n)
+		info, err := deploy.ImageInfo(n)
 		if err != nil {
 			return nil, err
 		}
@@ -422,10 +430,9 @@ func (f *flow) runSteps(ctx context.Context, kind proto.StepKind, heartbeatAt ti
 	if err != nil {
 		return f.fail(ctx, fmt.Sprintf("Node %s: %v", f.n.UUID, err))
 	}
-	work := proto.StateCleaning
-	if kind == proto.StepDeploy {
-		work = proto.StateDeploying
-	}
+	work := map[proto.StepKind]proto.ProvisionState{
+		proto.StepClean: proto.StateCleaning, proto.StepDeploy: proto.StateDeploying, proto.StepService: proto.StateServicing,
+	}[kind]
 	for {
 		idx, _ := stepIndex(f.n)
 		if idx >= len(steps) {
@@ -469,10 +476,13 @@ func (f *flow) runSteps(ctx context.Context, kind proto.StepKind, heartbeatAt ti
 			}
 			n.DriverInternalInfo[proto.InfoStepSent] = true
 			n.DriverInternalInfo[proto.InfoStepSentAt] = time.Now().UTC().Format(time.RFC3339Nano)
-			if kind == proto.StepClean {
+			switch kind {
+			case proto.StepClean:
 				n.CleanStep = stepDict(cur)
-			} else {
+			case proto.StepDeploy:
 				n.DeployStep = stepDict(cur)
+			case proto.StepService:
+				n.ServiceStep = stepDict(cur)
 			}
 		})
 	}
@@ -526,7 +536,12 @@ func (f *flow) finishSteps(ctx context.Context, kind proto.StepKind) error {
 		}
 		_ = f.ifs.Boot.CleanUpRamdisk(ctx, f.n)
 	}
-	if f.n.ProvisionState == proto.StateCleanWait || f.n.ProvisionState == proto.StateDeployWait {
+	if kind == proto.StepService {
+		if err := f.bootInstance(ctx); err != nil {
+			return f.fail(ctx, fmt.Sprintf("Failed to boot node %s back into its instance after servicing: %v", n.UUID, err))
+		}
+	}
+	if waitStates[f.n.ProvisionState] {
 		if err := f.transition(ctx, state.EvResume, nil); err != nil {
 			return err
 		}
@@ -536,6 +551,97 @@ func (f *flow) finishSteps(ctx context.Context, kind proto.StepKind) error {
 		wipeAgent(n)
 		delete(n.DriverInternalInfo, "kiln_manual_clean_steps")
 		delete(n.DriverInternalInfo, "kiln_user_deploy_steps")
+		delete(n.DriverInternalInfo, "kiln_service_steps")
+		n.ServiceStep = proto.Dict{}
+	})
+}
+
+// bootInstance leaves the ramdisk for the deployed instance: power off, boot
+// from disk, power on.
+func (f *flow) bootInstance(ctx context.Context) error {
+	if ag := agentOf(f.n); ag.URL != "" {
+		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_ = f.c.cfg.Agent.PowerOff(actx, ag)
+		cancel()
+	}
+	if err := f.setPower(ctx, proto.PowerOff, 0); err != nil {
+		return err
+	}
+	if err := f.ifs.Boot.CleanUpRamdisk(ctx, f.n); err != nil {
+		return err
+	}
+	if err := f.ifs.Boot.PrepareInstance(ctx, f.n); err != nil {
+		return err
+	}
+	if err := f.ifs.Management.SetBootDevice(ctx, f.n, "disk", true); err != nil {
+		return err
+	}
+	return f.setPower(ctx, proto.PowerOn, 0)
+}
+
+// startService boots the agent on an active node to run service steps.
+func (f *flow) startService(ctx context.Context, req map[string]any) error {
+	n := f.n
+	steps, err := userSteps(req, "service_steps")
+	if err != nil || len(steps) == 0 {
+		return f.fail(ctx, fmt.Sprintf("Node %s: servicing needs service_steps (%v)", n.UUID, err))
+	}
+	if !f.usesAgent() {
+		if err := fakeDelay(ctx, n, "deploy"); err != nil {
+			return f.fail(ctx, fmt.Sprintf("Servicing of node %s failed: %v", n.UUID, err))
+		}
+		return f.transition(ctx, state.EvDone, func(n *proto.Node) { clearFlow(n) })
+	}
+	if err := f.startRamdisk(ctx, nil); err != nil {
+		return f.fail(ctx, err.Error())
+	}
+	return f.enterWait(ctx, func(n *proto.Node) { n.DriverInternalInfo["kiln_service_steps"] = steps })
+}
+
+// startRescue boots the agent on an active node as a rescue system.
+func (f *flow) startRescue(ctx context.Context) error {
+	n := f.n
+	if pw, _ := n.InstanceInfo["rescue_password"].(string); pw == "" {
+		return f.fail(ctx, fmt.Sprintf("Node %s: rescue needs a rescue_password", n.UUID))
+	}
+	if !f.usesAgent() {
+		return f.transition(ctx, state.EvDone, func(n *proto.Node) { clearFlow(n) })
+	}
+	if err := f.startRamdisk(ctx, nil); err != nil {
+		return f.fail(ctx, err.Error())
+	}
+	return f.enterWait(ctx, nil)
+}
+
+// finishRescue hands the rescue password to the agent on its first
+// heartbeat: rescue wait → rescue.
+func (f *flow) finishRescue(ctx context.Context) error {
+	n := f.n
+	if err := f.update(ctx, func(n *proto.Node) { delete(n.DriverInternalInfo, proto.InfoHeartbeatPending) }); err != nil {
+		return err
+	}
+	ag := agentOf(n)
+	pw, _ := n.InstanceInfo["rescue_password"].(string)
+	if err := f.c.cfg.Agent.FinalizeRescue(ctx, ag, pw, false); err != nil {
+		return f.fail(ctx, fmt.Sprintf("Node %s: the agent at %s could not finalize rescue: %v", n.UUID, ag.URL, err))
+	}
+	if err := f.transition(ctx, state.EvResume, nil); err != nil {
+		return err
+	}
+	return f.transition(ctx, state.EvDone, func(n *proto.Node) { clearFlow(n) })
+}
+
+// unrescue boots a rescued node back into its instance.
+func (f *flow) unrescue(ctx context.Context) error {
+	if f.usesAgent() {
+		if err := f.bootInstance(ctx); err != nil {
+			return f.fail(ctx, fmt.Sprintf("Failed to unrescue node %s: %v", f.n.UUID, err))
+		}
+	}
+	return f.transition(ctx, state.EvDone, func(n *proto.Node) {
+		delete(n.InstanceInfo, "rescue_password")
+		clearFlow(n)
+		wipeAgent(n)
 	})
 }
 

@@ -235,6 +235,14 @@ func (f *flow) act(ctx context.Context) error {
 		if n.DriverInternalInfo[proto.InfoHeartbeatPending] != nil {
 			return f.continueSteps(ctx, proto.StepDeploy)
 		}
+	case proto.StateServiceWait:
+		if n.DriverInternalInfo[proto.InfoHeartbeatPending] != nil {
+			return f.continueSteps(ctx, proto.StepService)
+		}
+	case proto.StateRescueWait:
+		if n.DriverInternalInfo[proto.InfoHeartbeatPending] != nil {
+			return f.finishRescue(ctx)
+		}
 	case proto.StateInspectWait:
 		if n.DriverInternalInfo[proto.InfoInspectionPending] == true {
 			return f.finishInspection(ctx)
@@ -252,6 +260,11 @@ func (f *flow) act(ctx context.Context) error {
 			return f.runSteps(ctx, proto.StepDeploy, time.Time{})
 		}
 		return f.fail(ctx, fmt.Sprintf("Kiln conductor restarted while node %s was deploying; the deployment was interrupted", n.UUID))
+	case proto.StateServicing:
+		if _, ok := n.DriverInternalInfo[proto.InfoSteps]; ok {
+			return f.runSteps(ctx, proto.StepService, time.Time{})
+		}
+		return f.fail(ctx, fmt.Sprintf("Kiln conductor restarted while node %s was servicing; servicing was interrupted", n.UUID))
 	default:
 		if state.IsTransient(n.ProvisionState) && !waitStates[n.ProvisionState] {
 			return f.fail(ctx, fmt.Sprintf("Kiln conductor restarted while node %s was in %s; the operation was interrupted", n.UUID, n.ProvisionState))
@@ -285,8 +298,12 @@ func (f *flow) startFlow(ctx context.Context, req map[string]any) error {
 		return f.startDelete(ctx)
 	case proto.StateAdopting:
 		return f.adopt(ctx)
-	case proto.StateRescuing, proto.StateUnrescuing, proto.StateServicing:
-		return f.fail(ctx, fmt.Sprintf("Node %s: %q is not supported by Kiln yet", n.UUID, verb))
+	case proto.StateRescuing:
+		return f.startRescue(ctx)
+	case proto.StateUnrescuing:
+		return f.unrescue(ctx)
+	case proto.StateServicing:
+		return f.startService(ctx, req)
 	case proto.StateCleanFailed, proto.StateDeployFailed, proto.StateInspectFailed, proto.StateRescueFailed, proto.StateServiceFailed:
 		if verb == string(proto.VerbAbort) {
 			return f.abortCleanup(ctx)

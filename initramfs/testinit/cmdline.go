@@ -29,3 +29,14 @@ func bootifMAC(s string) (net.HardwareAddr, bool) {
 	}
 	return mac, true
 }
+
+// memSummary picks MemTotal and MemAvailable out of /proc/meminfo.
+func memSummary(meminfo string) string {
+	var out []string
+	for _, l := range strings.Split(meminfo, "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok && (k == "MemTotal" || k == "MemAvailable") {
+			out = append(out, k+"="+strings.Join(strings.Fields(v), ""))
+		}
+	}
+	return strings.Join(out, " ")
+}

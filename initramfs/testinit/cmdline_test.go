@@ -32,3 +32,10 @@ func TestBootifMAC(t *testing.T) {
 		}
 	}
 }
+
+func TestMemSummary(t *testing.T) {
+	in := "MemTotal:         496084 kB\nMemFree:          420000 kB\nMemAvailable:     430000 kB\n"
+	if got, want := memSummary(in), "MemTotal=496084kB MemAvailable=430000kB"; got != want {
+		t.Errorf("memSummary = %q, want %q", got, want)
+	}
+}

@@ -43,6 +43,8 @@ func main() {
 		log.Error("read kernel command line", "err", err)
 	}
 	args := parseCmdline(string(raw))
+	// What the boot script passed, for the tests to check.
+	fmt.Printf("ARGS BOOTIF=%s ipa-api-url=%s\n", args["BOOTIF"], args["ipa-api-url"])
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	err = run(ctx, log, args)
 	cancel()
@@ -93,6 +95,10 @@ func run(ctx context.Context, log *slog.Logger, args map[string]string) error {
 	defer resp.Body.Close()
 	line, _ := bufio.NewReader(io.LimitReader(resp.Body, 4096)).ReadString('\n')
 	fmt.Printf("FETCH %d %s\n", resp.StatusCode, strings.TrimSpace(line))
+	if mem, err := os.ReadFile("/proc/meminfo"); err == nil {
+		// For the memory budget: what the image and its modules leave free.
+		fmt.Printf("MEM %s\n", memSummary(string(mem)))
+	}
 	return nil
 }
 

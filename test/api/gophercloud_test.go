@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -232,6 +233,16 @@ func TestGophercloudNodesAndPorts(t *testing.T) {
 	if st.TargetProvisionState != "" || st.PowerState == "" {
 		t.Fatalf("after manage: target %q, power %q", st.TargetProvisionState, st.PowerState)
 	}
+	// Inspection with the fake inspect interface fills the properties.
+	if err := nodes.ChangeProvisionState(ctx, c, created.UUID, nodes.ProvisionStateOpts{Target: nodes.TargetInspect}).ExtractErr(); err != nil {
+		t.Fatal(err)
+	}
+	inspected := waitFor(t, c, created.UUID, "inspected", func(n *nodes.Node) bool {
+		return n.ProvisionState == "manageable" && n.Reservation == "" && n.InspectionFinishedAt != nil
+	})
+	if inspected.Properties["cpus"] == nil || inspected.Properties["cpu_arch"] != "x86_64" {
+		t.Errorf("properties after inspection: %v", inspected.Properties)
+	}
 	// Deploying from enroll is not a valid transition: 400.
 	err = nodes.ChangeProvisionState(ctx, c, other.UUID, nodes.ProvisionStateOpts{Target: nodes.TargetActive}).ExtractErr()
 	wantStatus(t, err, http.StatusBadRequest)
@@ -267,6 +278,18 @@ func TestGophercloudNodesAndPorts(t *testing.T) {
 	if err != nil || !v.Power.Result || !v.Deploy.Result || !v.Boot.Result {
 		t.Fatalf("validate = %+v, %v", v, err)
 	}
+	// A direct deploy without an image, and power credentials the BMC
+	// rejects, fail validation with the reason.
+	if _, err := nodes.Update(ctx, c, other.UUID, nodes.UpdateOpts{
+		nodes.UpdateOperation{Op: nodes.ReplaceOp, Path: "/deploy_interface", Value: "direct"},
+		nodes.UpdateOperation{Op: nodes.AddOp, Path: "/driver_info/fake_power_error", Value: "bad password"},
+	}).Extract(); err != nil {
+		t.Fatal(err)
+	}
+	v, err = nodes.Validate(ctx, c, other.UUID).Extract()
+	if err != nil || v.Deploy.Result || !strings.Contains(v.Deploy.Reason, "image_source") || v.Power.Result || !strings.Contains(v.Power.Reason, "bad password") {
+		t.Fatalf("validate = %+v, %v", v, err)
+	}
 
 	// Inventory: 404 until an agent reports one.
 	_, err = nodes.GetInventory(ctx, c, other.UUID).Extract()
@@ -300,6 +323,13 @@ func TestGophercloudNodesAndPorts(t *testing.T) {
 	if active.PowerState != "power on" {
 		t.Errorf("deployed node power state %q", active.PowerState)
 	}
+	// Rebuild goes through deploying back to active.
+	if err := nodes.ChangeProvisionState(ctx, c, created.UUID, nodes.ProvisionStateOpts{Target: nodes.TargetRebuild}).ExtractErr(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, c, created.UUID, "active after rebuild", func(n *nodes.Node) bool {
+		return n.ProvisionState == "active" && n.Reservation == "" && n.ProvisionUpdatedAt.After(active.ProvisionUpdatedAt)
+	})
 	// An active node cannot be deleted: 409.
 	err = nodes.Delete(ctx, c, created.UUID).ExtractErr()
 	wantStatus(t, err, http.StatusConflict)

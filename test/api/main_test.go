@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kilnhq/kiln/test/kilnproc"
 )
@@ -107,3 +108,5 @@ func faultstring(t *testing.T, b []byte) string {
 	t.Fatalf("error_message has neither faultstring nor description: %s", msg)
 	return ""
 }
+
+func sleep() { time.Sleep(20 * time.Millisecond) }

@@ -129,12 +129,21 @@ func StartLab(cfg LabConfig) (*Lab, error) {
 	return l, nil
 }
 
-// Close stops every BMC's listener (not the backends: a QEMU backend's VM
-// keeps running until its own Close).
+// Close stops every BMC's listener, then powers off and releases every
+// backend that has a Close(context.Context) error method (QEMU VMs).
 func (l *Lab) Close() error {
 	var errs []error
 	for _, b := range l.BMCs {
 		errs = append(errs, b.Close())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, b := range l.BMCs {
+		for _, id := range b.SystemIDs() {
+			if c, ok := b.Backend(id).(interface{ Close(context.Context) error }); ok {
+				errs = append(errs, c.Close(ctx))
+			}
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -86,6 +86,7 @@ type vmProc struct {
 	mu      sync.Mutex
 	reason  string // last SHUTDOWN reason from QMP
 	restart bool   // start again after exit (ForceRestart, GracefulRestart, PowerCycle)
+	off     bool   // ForceOff/Close: never restart, even after a guest reset
 }
 
 var _ Backend = (*QEMU)(nil)
@@ -323,8 +324,7 @@ func (q *QEMU) Reset(ctx context.Context, t ResetType) error {
 	case ResetOn, ResetForceOn:
 		return nil
 	case ResetForceOff:
-		p.setRestart(false)
-		return q.stop(ctx, p)
+		return q.forceOff(ctx)
 	case ResetForceRestart, ResetPowerCycle:
 		p.setRestart(true)
 		return q.stop(ctx, p)
@@ -345,13 +345,28 @@ func (q *QEMU) Close(ctx context.Context) error {
 	defer q.op.Unlock()
 	q.mu.Lock()
 	q.closed = true
-	p := q.cur
 	q.mu.Unlock()
-	if p == nil {
-		return nil
+	return q.forceOff(ctx)
+}
+
+// forceOff stops the running process for good. A guest reset racing with it
+// may already have started the next process; that one is stopped too.
+func (q *QEMU) forceOff(ctx context.Context) error {
+	for range 3 {
+		q.mu.Lock()
+		p := q.cur
+		q.mu.Unlock()
+		if p == nil {
+			return nil
+		}
+		p.mu.Lock()
+		p.off, p.restart = true, false
+		p.mu.Unlock()
+		if err := q.stop(ctx, p); err != nil {
+			return err
+		}
 	}
-	p.setRestart(false)
-	return q.stop(ctx, p)
+	return errors.New("QEMU keeps restarting after ForceOff")
 }
 
 func (p *vmProc) setRestart(v bool) {
@@ -556,10 +571,13 @@ func (q *QEMU) supervise(p *vmProc) {
 	}
 	p.mu.Lock()
 	reason, restart := p.reason, p.restart
-	p.mu.Unlock()
 	if reason == "guest-reset" || reason == "host-qmp-system-reset" {
 		restart = true
 	}
+	if p.off {
+		restart = false
+	}
+	p.mu.Unlock()
 	q.mu.Lock()
 	q.cur = nil
 	if q.closed {

@@ -270,3 +270,85 @@ func TestQEMUUEFIPxe(t *testing.T) {
 		t.Errorf("after ForceOff: %s, %d power-ons", ps, q.PowerOns())
 	}
 }
+
+// rebootingMBR is a 512-byte boot sector that prints "KILN-MBR" through the
+// BIOS (SeaBIOS copies it to the serial console) and then resets the machine
+// through the keyboard controller, like an OS that reboots.
+func rebootingMBR() []byte {
+	code := []byte{
+		0x31, 0xC0, // xor ax,ax
+		0x8E, 0xD8, // mov ds,ax
+		0xBE, 0x1C, 0x7C, // mov si,0x7c1c (msg)
+		0xFC,       // cld
+		0xAC,       // loop: lodsb
+		0x08, 0xC0, // or al,al
+		0x74, 0x09, // jz done
+		0xB4, 0x0E, // mov ah,0x0e
+		0xBB, 0x07, 0x00, // mov bx,7
+		0xCD, 0x10, // int 0x10
+		0xEB, 0xF2, // jmp loop
+		0xB0, 0xFE, // done: mov al,0xfe
+		0xE6, 0x64, // out 0x64,al (pulse reset line)
+		0xEB, 0xFE, // jmp $
+	}
+	// The last characters before the reset may not reach the serial log.
+	code = append(code, []byte("KILN-MBR rebooting\r\n\x00")...)
+	sector := make([]byte, 512)
+	copy(sector, code)
+	sector[510], sector[511] = 0x55, 0xAA
+	return sector
+}
+
+// TestQEMUGuestRebootUsesNewOrder: the guest itself reboots (keyboard
+// controller reset). With -no-reboot QEMU exits with reason guest-reset and
+// the backend starts it again, now booting the disk first because the
+// Pxe/Once override was used up by the first power-on.
+func TestQEMUGuestRebootUsesNewOrder(t *testing.T) {
+	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
+		t.Skipf("qemu-system-x86_64 not installed: %v", err)
+	}
+	dir := t.TempDir()
+	disk := filepath.Join(dir, "disk.raw")
+	img := append(rebootingMBR(), make([]byte, 1<<20-512)...)
+	if err := os.WriteFile(disk, img, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const mac = "52:54:00:12:34:57"
+	q, err := NewQEMU(QEMUConfig{Dir: filepath.Join(dir, "vm"), Disk: disk, MAC: mac, CPUs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = q.Close(context.Background()) })
+	ctx := context.Background()
+	_ = q.SetBootOverride(ctx, BootOverride{Enabled: OverrideOnce, Target: TargetPxe, Mode: ModeLegacy})
+	if err := q.Reset(ctx, ResetOn); err != nil {
+		t.Fatal(err)
+	}
+	log := q.SerialLog()
+	t.Cleanup(func() {
+		if t.Failed() {
+			b, _ := os.ReadFile(log)
+			t.Logf("serial log:\n%q", b)
+		}
+	})
+	waitFor(t, "guest reboot into power-on 2", 20*time.Second, func() bool {
+		return strings.Contains(segment(t, log, 2), "KILN-MBR")
+	})
+	s1, s2 := segment(t, log, 1), segment(t, log, 2)
+	if firstBoot(s1) != "pxe" || !strings.Contains(s1, "Configuring (net0 "+mac+")") || !strings.Contains(s1, "KILN-MBR") {
+		t.Errorf("power-on 1 should try PXE, then boot the disk that reboots:\n%s", s1)
+	}
+	if firstBoot(s2) != "disk" {
+		t.Errorf("power-on 2 booted %s first, want disk", firstBoot(s2))
+	}
+	// The guest keeps rebooting; ForceOff must stop it for good even if it
+	// races with a restart.
+	if err := q.Reset(ctx, ResetForceOff); err != nil {
+		t.Fatal(err)
+	}
+	n := q.PowerOns()
+	time.Sleep(2 * time.Second)
+	if ps, _ := q.PowerState(ctx); ps != PowerOff || q.PowerOns() != n {
+		t.Errorf("after ForceOff: %s, power-ons %d → %d", ps, n, q.PowerOns())
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/kilnhq/kiln/controller/state"
 	"github.com/kilnhq/kiln/proto"
 	"github.com/kilnhq/kiln/test/kilnproc"
+	"github.com/kilnhq/kiln/test/pgtest"
 )
 
 var kilnBin string
@@ -30,6 +31,7 @@ func TestMain(m *testing.M) {
 	}
 	kilnBin = bin
 	code := m.Run()
+	pgtest.Stop()
 	cleanup()
 	os.Exit(code)
 }
@@ -166,8 +168,16 @@ func conductorsOf(t *testing.T, base, uuid string) map[string]int {
 	return out
 }
 
-func TestThreeControllersShareNodes(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "kiln.db")
+// eachDatabase runs f on a fresh SQLite file and on PostgreSQL (skipped,
+// saying why, when no PostgreSQL can be had).
+func eachDatabase(t *testing.T, f func(t *testing.T, db string)) {
+	t.Run("sqlite", func(t *testing.T) { f(t, filepath.Join(t.TempDir(), "kiln.db")) })
+	t.Run("postgres", func(t *testing.T) { f(t, pgtest.DSN(t)) })
+}
+
+func TestThreeControllersShareNodes(t *testing.T) { eachDatabase(t, threeControllersShareNodes) }
+
+func threeControllersShareNodes(t *testing.T, db string) {
 	procs := startN(t, db, 3)
 	bases := []string{procs[0].URL, procs[1].URL, procs[2].URL}
 	uuids := enroll(t, bases[0], 60, "0.05")
@@ -205,8 +215,9 @@ func TestThreeControllersShareNodes(t *testing.T) {
 	t.Logf("nodes per conductor: %v", owners)
 }
 
-func TestKillOneControllerMidDeploy(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "kiln.db")
+func TestKillOneControllerMidDeploy(t *testing.T) { eachDatabase(t, killOneControllerMidDeploy) }
+
+func killOneControllerMidDeploy(t *testing.T, db string) {
 	procs := startN(t, db, 3)
 	bases := []string{procs[0].URL, procs[1].URL, procs[2].URL}
 	uuids := enroll(t, bases[0], 50, "2")

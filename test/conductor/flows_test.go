@@ -276,3 +276,71 @@ func TestFailurePaths(t *testing.T) {
 		}
 	})
 }
+
+// TestPowerSync: a machine switched on behind Kiln's back shows its real
+// power state after the next sync, with a history event.
+func TestPowerSync(t *testing.T) {
+	c := startController(t, controllerOpts{powerSync: 200 * time.Millisecond})
+	m := &machine{}
+	uuid := c.enroll("node-sync", "52:54:00:00:14:01", nil, m)
+	c.provision(uuid, map[string]any{"target": "manage"})
+	n := c.waitState(uuid, proto.StateManageable, 10*time.Second)
+	if n["power_state"] != "power off" {
+		t.Fatalf("power %v", n["power_state"])
+	}
+	m.mu.Lock()
+	m.on = true // someone pressed the power button
+	m.mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, n = c.call("GET", "/v1/nodes/"+uuid, nil)
+		if n["power_state"] == "power on" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("power state never synced: %v", n["power_state"])
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_, h := c.call("GET", "/v1/nodes/"+uuid+"/history", nil)
+	if !strings.Contains(fmt.Sprint(h), "according to its BMC") {
+		t.Errorf("no history event for the sync: %v", h)
+	}
+}
+
+// TestAbortWhileWaitingForTheAgent: abort from inspect wait (1.41+) fails the
+// flow and powers the machine off; abort from wait call-back needs 1.110,
+// above Kiln's maximum 1.95, and is refused with 406 as Ironic does at 1.95.
+func TestAbortWhileWaitingForTheAgent(t *testing.T) {
+	c := startController(t, controllerOpts{})
+	m := &machine{noBoot: true}
+	uuid := c.enroll("node-abort-inspect", "52:54:00:00:16:01", map[string]any{"automated_clean": false,
+		"instance_info": map[string]any{"image_source": "http://images.example/x.raw", "image_checksum": "0123456789abcdef0123456789abcdef"}}, m)
+	c.provision(uuid, map[string]any{"target": "manage"})
+	c.waitState(uuid, proto.StateManageable, 10*time.Second)
+	c.provision(uuid, map[string]any{"target": "inspect"})
+	c.waitState(uuid, proto.StateInspectWait, 10*time.Second)
+	c.provision(uuid, map[string]any{"target": "abort"})
+	n := c.waitState(uuid, proto.StateInspectFailed, 10*time.Second)
+	deadline := time.Now().Add(10 * time.Second)
+	for n["power_state"] != "power off" && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		_, n = c.call("GET", "/v1/nodes/"+uuid, nil)
+	}
+	if n["power_state"] != "power off" {
+		t.Errorf("after abort: power %v", n["power_state"])
+	}
+
+	c.provision(uuid, map[string]any{"target": "manage"})
+	c.waitState(uuid, proto.StateManageable, 10*time.Second)
+	c.provision(uuid, map[string]any{"target": "provide"})
+	c.waitState(uuid, proto.StateAvailable, 10*time.Second)
+	c.provision(uuid, map[string]any{"target": "active"})
+	c.waitState(uuid, proto.StateDeployWait, 10*time.Second)
+	if code, out := c.call("PUT", "/v1/nodes/"+uuid+"/states/provision", map[string]any{"target": "abort"}); code != 406 {
+		t.Errorf("abort in wait call-back at 1.95: %d %v", code, out)
+	}
+	// The operator's way out at 1.95: undeploy.
+	c.provision(uuid, map[string]any{"target": "deleted"})
+	c.waitState(uuid, proto.StateAvailable, 15*time.Second)
+}

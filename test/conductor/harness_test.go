@@ -168,10 +168,14 @@ type controller struct {
 type controllerOpts struct {
 	callbackTimeout       time.Duration
 	agentHeartbeatTimeout time.Duration
+	powerSync             time.Duration // 0: off
 }
 
 func startController(t testing.TB, o controllerOpts) *controller {
 	t.Helper()
+	if o.powerSync == 0 {
+		o.powerSync = -1
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "kiln.db"), store.Options{})
 	if err != nil {
@@ -186,7 +190,7 @@ func startController(t testing.TB, o controllerOpts) *controller {
 	cond := conductor.New(conductor.Config{
 		Store: st, Agent: agentclient.New(agentclient.Options{Timeout: 10 * time.Second, RetryDelay: 100 * time.Millisecond}),
 		Name: "test-conductor", APIURL: srv.URL, Log: log, ScanInterval: 200 * time.Millisecond,
-		CallbackTimeout: o.callbackTimeout, AgentHeartbeatTimeout: o.agentHeartbeatTimeout, PowerSyncInterval: -1,
+		CallbackTimeout: o.callbackTimeout, AgentHeartbeatTimeout: o.agentHeartbeatTimeout, PowerSyncInterval: o.powerSync,
 	})
 	handler = api.New(api.Config{Store: st, Conductor: "test-conductor", Logger: log, Notify: cond.Notify, AgentHeartbeatTimeout: o.agentHeartbeatTimeout})
 	done := make(chan struct{})

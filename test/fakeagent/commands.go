@@ -24,6 +24,8 @@ type outcome struct {
 	mismatch string
 	// after runs once the command has finished (power off, reboot…).
 	after func()
+	// run, when set, computes the outcome in the command's goroutine.
+	run func() outcome
 }
 
 // spec prepares one command from its params: a *restError refuses it (400).
@@ -90,8 +92,8 @@ func (a *Agent) prepareImage(params json.RawMessage) (outcome, error) {
 	if err := json.Unmarshal(params, &p); err != nil {
 		return outcome{}, invalidParams(err)
 	}
-	if len(p.ImageInfo.URLs) == 0 {
-		return outcome{}, invalidParams(fmt.Errorf("image_info.urls is required"))
+	if p.ImageInfo.ID == "" || len(p.ImageInfo.URLs) == 0 {
+		return outcome{}, invalidParams(fmt.Errorf("image_info needs id and urls"))
 	}
 	return outcome{result: "image (" + p.ImageInfo.ID + ") written to device"}, nil
 }
@@ -155,18 +157,21 @@ func (a *Agent) executeStep(kind proto.StepKind) func(json.RawMessage) (outcome,
 			return outcome{err: &restError{status: http.StatusBadRequest, typ: "HardwareManagerMethodNotFound",
 				message: "No HardwareManager found to handle method", details: fmt.Sprintf("Could not find method: %s", name)}}, nil
 		}
-		var res any
-		var err error
-		var delay time.Duration
-		if a.cfg.StepBehavior != nil {
-			res, err, delay = a.cfg.StepBehavior(string(kind), name, p.Step.Args)
-		}
-		if err != nil {
-			err = fmt.Errorf("Error performing %s step %s: %w", kind, name, err)
-		}
-		return outcome{delay: delay, err: err, result: map[string]any{
-			string(kind) + "_result": res,
-			string(kind) + "_step":   raw.Step,
+		// The behavior runs in the command's goroutine, so it may block.
+		return outcome{run: func() outcome {
+			var res any
+			var err error
+			var delay time.Duration
+			if a.cfg.StepBehavior != nil {
+				res, err, delay = a.cfg.StepBehavior(string(kind), name, p.Step.Args)
+			}
+			if err != nil {
+				err = fmt.Errorf("Error performing %s step %s: %w", kind, name, err)
+			}
+			return outcome{delay: delay, err: err, result: map[string]any{
+				string(kind) + "_result": res,
+				string(kind) + "_step":   raw.Step,
+			}}
 		}}, nil
 	}
 }
@@ -245,6 +250,9 @@ func (a *Agent) execute(name string, params json.RawMessage) (*command, error) {
 
 // finish ends c with o after o.delay (abandoned if the agent stops first).
 func (a *Agent) finish(c *command, o outcome, async bool) {
+	if o.run != nil {
+		o = o.run()
+	}
 	if o.delay > 0 && !a.sleep(o.delay) {
 		return
 	}

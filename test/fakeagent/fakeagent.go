@@ -58,6 +58,10 @@ type Config struct {
 	MACs []string
 	// NodeUUID, when set, is sent as node_uuid= on lookup.
 	NodeUUID string
+	// Token, when set, is the agent token from the start (a pre-generated
+	// token passed on the kernel command line, or the one a rebooted agent
+	// would be handed again); a lookup answering a real token replaces it.
+	Token string
 	// HeartbeatInterval between heartbeats (and lookup/inspection retries);
 	// default 200 ms.
 	HeartbeatInterval time.Duration
@@ -69,9 +73,11 @@ type Config struct {
 	// HardwareManagerMethodNotFound.
 	Steps map[proto.StepKind][]proto.Step
 	// StepBehavior scripts each executed step (kind "clean"/"deploy"/
-	// "service"); nil: every step succeeds at once with a null result. An
-	// error makes the command FAILED with the error as details; delay keeps it
-	// RUNNING that long first.
+	// "service"; args as decoded JSON, so numbers are float64); nil: every
+	// step succeeds at once with a null result. It runs in the command's
+	// goroutine and may block (the command stays RUNNING meanwhile). An error
+	// makes the command FAILED with the error in its details; delay keeps it
+	// RUNNING that much longer.
 	StepBehavior func(kind, step string, args map[string]any) (result any, err error, delay time.Duration)
 	// Inventory is returned by poll.get_hardware_info and posted on
 	// inspection (a proto.Inventory or any value encoding to the same JSON).
@@ -183,6 +189,7 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 		force:    make(chan struct{}, 1),
 		stopCh:   make(chan struct{}),
 		executed: map[proto.StepKind][]string{},
+		token:    cfg.Token,
 	}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)

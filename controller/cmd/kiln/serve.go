@@ -9,19 +9,23 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 
 	"github.com/kilnhq/kiln/controller/agentclient"
 	"github.com/kilnhq/kiln/controller/api"
+	"github.com/kilnhq/kiln/controller/boot"
 	"github.com/kilnhq/kiln/controller/conductor"
 	"github.com/kilnhq/kiln/controller/driver"
 	"github.com/kilnhq/kiln/controller/events"
 	"github.com/kilnhq/kiln/controller/metrics"
+	"github.com/kilnhq/kiln/controller/netboot"
 	"github.com/kilnhq/kiln/controller/store"
 )
 
@@ -40,6 +44,10 @@ type serveOptions struct {
 	powerSyncInterval     time.Duration
 	heartbeatInterval     time.Duration
 	deadAfter             time.Duration
+
+	bootDir     string
+	bootUnknown string
+	bootConsole string
 }
 
 func newServeCmd() *cobra.Command {
@@ -68,6 +76,9 @@ func newServeCmd() *cobra.Command {
 	f.DurationVar(&o.agentHeartbeatTimeout, "agent-heartbeat-timeout", time.Minute, "heartbeat_timeout given to agents; a running agent silent this long fails its node")
 	f.DurationVar(&o.heartbeatInterval, "conductor-heartbeat-interval", 5*time.Second, "how often this conductor reports that it is alive")
 	f.DurationVar(&o.deadAfter, "conductor-dead-after", 30*time.Second, "a conductor silent this long is dead: its nodes and reservations move to the others")
+	f.StringVar(&o.bootDir, "boot-dir", "./out", "directory served at /boot/files/: the agent kernel and initramfs (kiln-agent.kernel, kiln-agent.initramfs) and ISOs")
+	f.StringVar(&o.bootUnknown, "boot-unknown", "local", "what a MAC no node has boots from /boot/boot.ipxe: local (its disk) or discovery (the agent)")
+	f.StringVar(&o.bootConsole, "boot-console", "ttyS0,115200n8", "console= argument of the agent kernel")
 	f.DurationVar(&o.powerSyncInterval, "power-sync-interval", time.Minute, "how often power states are read back from BMCs (0 disables)")
 	return cmd
 }
@@ -136,12 +147,15 @@ func serve(ctx context.Context, o serveOptions) error {
 			log.Error("conductor", "err", err)
 		}
 	}()
-	apiSrv := api.New(api.Config{Store: wst, Conductor: o.conductor, Logger: log, Notify: cond.Notify,
+	apiServer := api.New(api.Config{Store: wst, Conductor: o.conductor, Logger: log, Notify: cond.Notify,
 		AgentHeartbeatTimeout: o.agentHeartbeatTimeout, Events: bus})
-	apiSrv.Echo().Use(met.Middleware())
+	apiServer.Echo().Use(met.Middleware())
+	if err := mountBoot(apiServer, wst, o, log); err != nil {
+		return err
+	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics.Handler(reg))
-	mux.Handle("/", apiSrv)
+	mux.Handle("/", apiServer)
 	srv := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -165,5 +179,41 @@ func serve(ctx context.Context, o serveOptions) error {
 		log.Warn("graceful shutdown incomplete", "err", err)
 	}
 	log.Info("stopped")
+	return nil
+}
+
+// mountBoot serves network boot beside the API: per-MAC iPXE scripts at
+// /boot/boot.ipxe and the agent's kernel, initramfs and ISOs at /boot/files/.
+func mountBoot(a *api.Server, st store.Store, o serveOptions, log *slog.Logger) error {
+	var unknown boot.Action
+	switch o.bootUnknown {
+	case "local":
+		unknown = boot.BootLocal
+	case "discovery":
+		unknown = boot.Discovery
+	default:
+		return fmt.Errorf("--boot-unknown must be local or discovery, not %q", o.bootUnknown)
+	}
+	files := strings.TrimSuffix(o.apiURL, "/") + "/boot/files"
+	scripts := boot.NewScriptHandler(boot.Config{
+		APIURL: o.apiURL, KernelURL: files + "/kiln-agent.kernel", RamdiskURL: files + "/kiln-agent.initramfs",
+		Console: o.bootConsole, Unknown: unknown, Log: log,
+	}, &netboot.Backend{Store: st, FilesURL: files})
+	e := a.Echo()
+	e.GET("/boot/boot.ipxe", echo.WrapHandler(scripts))
+	e.HEAD("/boot/boot.ipxe", echo.WrapHandler(scripts))
+	if _, err := os.Stat(o.bootDir); err != nil {
+		log.Warn("boot files directory missing: /boot/files/ will answer 404 until it exists (make initramfs builds it)", "dir", o.bootDir)
+		if err := os.MkdirAll(o.bootDir, 0o755); err != nil {
+			return fmt.Errorf("create --boot-dir %s: %w", o.bootDir, err)
+		}
+	}
+	fs, err := boot.NewFileServer(o.bootDir)
+	if err != nil {
+		return fmt.Errorf("serve boot files from %s: %w", o.bootDir, err)
+	}
+	h := echo.WrapHandler(http.StripPrefix("/boot/files", fs))
+	e.GET("/boot/files/*", h)
+	e.HEAD("/boot/files/*", h)
 	return nil
 }

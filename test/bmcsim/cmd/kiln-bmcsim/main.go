@@ -83,15 +83,7 @@ func run(ctx context.Context, args []string, out io.Writer, ready chan<- *bmcsim
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 
-	var qemus []*bmcsim.QEMU
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		defer cancel()
-		for _, q := range qemus {
-			_ = q.Close(cctx)
-		}
-	}()
-	newBackend, err := o.backendFactory(logger, &qemus)
+	newBackend, err := o.backendFactory(logger)
 	if err != nil {
 		return err
 	}
@@ -100,7 +92,7 @@ func run(ctx context.Context, args []string, out io.Writer, ready chan<- *bmcsim
 	if err != nil {
 		return err
 	}
-	defer lab.Close()
+	defer lab.Close() // also powers the VMs off
 
 	enc := json.NewEncoder(out)
 	for i, b := range lab.BMCs {
@@ -136,7 +128,7 @@ func run(ctx context.Context, args []string, out io.Writer, ready chan<- *bmcsim
 	}
 }
 
-func (o options) backendFactory(logger *slog.Logger, qemus *[]*bmcsim.QEMU) (func(int) (bmcsim.Backend, error), error) {
+func (o options) backendFactory(logger *slog.Logger) (func(int) (bmcsim.Backend, error), error) {
 	switch o.backend {
 	case "memory":
 		return nil, nil // the lab's default
@@ -165,9 +157,8 @@ func (o options) backendFactory(logger *slog.Logger, qemus *[]*bmcsim.QEMU) (fun
 			q, err := bmcsim.NewQEMU(bmcsim.QEMUConfig{Dir: dir, Disk: disk, MAC: bmcsim.MACForIndex(i),
 				BootFile: o.bootFile, TFTPDir: o.tftpDir, UEFI: o.uefi, MemoryMiB: o.memMiB, CPUs: o.cpus, Logger: logger})
 			if err != nil {
-				return nil, err
+				return nil, err // not a typed nil inside the interface
 			}
-			*qemus = append(*qemus, q)
 			return q, nil
 		}, nil
 	}

@@ -1,0 +1,72 @@
+// Package netboot decides, from the store, what a network-booting machine
+// boots: the agent ramdisk while its node deploys, cleans or inspects, its
+// local disk otherwise. It is the controller's implementation of
+// boot.Backend.
+package netboot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/kilnhq/kiln/controller/boot"
+	"github.com/kilnhq/kiln/controller/state"
+	"github.com/kilnhq/kiln/controller/store"
+	"github.com/kilnhq/kiln/proto"
+)
+
+// Backend answers boot.Backend over a store.
+type Backend struct {
+	Store store.Store
+	// FilesURL is where relative deploy_kernel/deploy_ramdisk names are
+	// served from (…/boot/files).
+	FilesURL string
+}
+
+var _ boot.Backend = (*Backend)(nil)
+
+// BootFor implements boot.Backend.
+func (b *Backend) BootFor(ctx context.Context, mac string) (boot.Decision, error) {
+	p, err := b.Store.GetPortByAddress(ctx, mac)
+	if errors.Is(err, store.ErrNotFound) {
+		return boot.Decision{}, fmt.Errorf("%s: %w", mac, boot.ErrUnknownMAC)
+	}
+	if err != nil {
+		return boot.Decision{}, err
+	}
+	n, err := b.Store.GetNode(ctx, p.NodeUUID)
+	if err != nil {
+		return boot.Decision{}, fmt.Errorf("node of port %s: %w", mac, err)
+	}
+	return b.decide(n), nil
+}
+
+// decide is the pure part: the agent boots where the agent is expected
+// (the lookup states), everything else boots its disk.
+func (b *Backend) decide(n *proto.Node) boot.Decision {
+	if !state.LookupAllowed(n.ProvisionState, false) || n.Maintenance && n.ProvisionState == proto.StateActive {
+		return boot.Decision{Action: boot.BootLocal, NodeUUID: n.UUID}
+	}
+	d := boot.Decision{Action: boot.BootAgent, NodeUUID: n.UUID,
+		KernelURL: b.fileURL(n.DriverInfo["deploy_kernel"]), RamdiskURL: b.fileURL(n.DriverInfo["deploy_ramdisk"])}
+	if extra, ok := n.DriverInfo["kernel_append_params"].(string); ok && extra != "" {
+		d.ExtraKernelArgs = strings.Fields(extra)
+	}
+	return d
+}
+
+// fileURL resolves driver_info's deploy_kernel/deploy_ramdisk: URLs as they
+// are, bare names under FilesURL; "" means the handler's default.
+func (b *Backend) fileURL(v any) string {
+	s, _ := v.(string)
+	switch {
+	case s == "":
+		return ""
+	case strings.HasPrefix(s, "http://") || strings.HasPrefix(s, "https://"):
+		return s
+	case b.FilesURL != "" && !strings.Contains(s, "/") && !strings.Contains(s, ".."):
+		return strings.TrimSuffix(b.FilesURL, "/") + "/" + s
+	}
+	return ""
+}
