@@ -225,7 +225,7 @@ func statusLine(t *tracked) string {
 		fmt.Fprintf(&b, " → %s", *e.TargetProvisionState)
 	}
 	if e.TargetPowerState != nil {
-		fmt.Fprintf(&b, ", power %s", *e.TargetPowerState)
+		fmt.Fprintf(&b, ", power → %s", *e.TargetPowerState)
 	} else if e.PowerState != nil && t.done {
 		fmt.Fprintf(&b, ", %s", *e.PowerState)
 	}
