@@ -95,6 +95,9 @@ type waiter struct {
 	lines map[*tracked]string // last plain line printed per node
 }
 
+// safetyPoll is how often --wait reads the nodes besides following the stream.
+const safetyPoll = 5 * time.Second
+
 // waitNodes follows idents until all are done or timeout passes; it uses the
 // controller's event stream and falls back to polling if the stream fails.
 func waitNodes(cmd *cobra.Command, c *client.Client, idents []string, g goal, timeout time.Duration) error {
@@ -113,13 +116,34 @@ func waitNodes(cmd *cobra.Command, c *client.Client, idents []string, g goal, ti
 	}
 	errAllDone := errors.New("all done")
 	if !w.allDone() {
-		err := c.Events(ctx, idents, func(m client.StreamMessage) error {
+		// The stream carries the changes the controller we talk to makes.
+		// With several controllers on one database, another may own a node,
+		// so the nodes are also read every few seconds; that also covers a
+		// proxy that buffers the stream.
+		streamCtx, stopStream := context.WithCancel(ctx)
+		defer stopStream()
+		go func() {
+			t := time.NewTicker(safetyPoll)
+			defer t.Stop()
+			for {
+				select {
+				case <-streamCtx.Done():
+					return
+				case <-t.C:
+				}
+				if err := w.poll(streamCtx, c); err == nil && w.allDone() {
+					stopStream()
+					return
+				}
+			}
+		}()
+		err := c.Events(streamCtx, idents, func(m client.StreamMessage) error {
 			switch m.Kind {
 			case "node":
 				w.update(m.Event)
 			case "lost":
 				// Events were dropped: read the nodes again.
-				if err := w.poll(ctx, c); err != nil {
+				if err := w.poll(streamCtx, c); err != nil {
 					return err
 				}
 			}
@@ -128,6 +152,9 @@ func waitNodes(cmd *cobra.Command, c *client.Client, idents []string, g goal, ti
 			}
 			return nil
 		})
+		if w.allDone() {
+			err = nil
+		}
 		if err != nil && !errors.Is(err, errAllDone) && ctx.Err() == nil {
 			w.note(fmt.Sprintf("event stream unavailable (%v); polling", err))
 			err = w.pollUntilDone(ctx, c)

@@ -75,3 +75,31 @@ func TestWaitFallsBackToPolling(t *testing.T) {
 		t.Errorf("provide --wait through a proxy without events: exit %d\n%s\n%s", code, out.String(), errb.String())
 	}
 }
+
+// A stream that stays open but carries nothing (the node's changes are made
+// by another controller sharing the database, or a proxy buffers them):
+// --wait still ends, from its periodic reads of the nodes.
+func TestWaitEndsWhenTheStreamIsSilent(t *testing.T) {
+	p := controller(t)
+	target, _ := url.Parse(p.URL)
+	rp := httputil.NewSingleHostReverseProxy(target)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/events" {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.WriteHeader(http.StatusOK)
+			w.Write([]byte(": silent\n\n"))
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+	mustCLI(t, p, "node", "create", "--driver", "fake-hardware", "--name", "s1", "--driver-info", "fake_deploy_delay=1")
+	mustCLI(t, p, "node", "manage", "--wait", "s1")
+	var out, errb strings.Builder
+	code := run([]string{"node", "provide", "--wait", "--timeout", "30s", "s1", "--url", proxy.URL}, &out, &errb)
+	if code != 0 || !strings.Contains(out.String(), "s1: available, power off — done") {
+		t.Errorf("provide --wait with a silent stream: exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
+}
