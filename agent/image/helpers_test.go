@@ -174,15 +174,14 @@ func (s *imageServer) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	defer f.Close()
 	st, _ := f.Stat()
-	if s.noRanges {
-		r.Header.Del("Range")
-		w.Header().Set("Content-Length", strinf(st.Size()))
-		io.Copy(w, f)
-		return
-	}
 	if s.dropAfter > 0 && s.drops.Add(-1) >= 0 {
 		s.dropped.Add(1)
 		w = &dropWriter{ResponseWriter: w, left: s.dropAfter}
+	}
+	if s.noRanges { // a server that ignores Range and always sends it all
+		w.Header().Set("Content-Length", strinf(st.Size()))
+		io.Copy(w, f)
+		return
 	}
 	http.ServeContent(w, r, st.Name(), time.Unix(1700000000, 0), f)
 }

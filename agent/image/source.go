@@ -189,11 +189,20 @@ func (s *Source) get(ctx context.Context, off, end int64, whole bool) (*http.Res
 			return resp, nil
 		}
 		lastErr = err
-		var se *httpStatusError
-		if errors.As(err, &se) || ctx.Err() != nil {
+		if permanent(err) || ctx.Err() != nil {
 			return nil, err
 		}
 	}
+}
+
+// permanent reports errors that retrying cannot fix: HTTP statuses other
+// than 5xx/408/429 and TLS certificate failures.
+func permanent(err error) bool {
+	var se *httpStatusError
+	var ce *tls.CertificateVerificationError
+	var ua x509.UnknownAuthorityError
+	var hn x509.HostnameError
+	return errors.As(err, &se) || errors.As(err, &ce) || errors.As(err, &ua) || errors.As(err, &hn)
 }
 
 func (s *Source) getOnce(ctx context.Context, off, end int64, whole bool) (*http.Response, error) {
@@ -316,9 +325,6 @@ func (r *stream) Read(p []byte) (int, error) {
 		if r.ctx.Err() != nil {
 			return n, r.ctx.Err()
 		}
-		if !r.s.ranges {
-			return n, fmt.Errorf("read image %s at byte %d: %w (the server does not support ranges, cannot resume)", r.s.url, r.off, err)
-		}
 		r.failures++
 		if r.failures > r.s.opts.Retries {
 			return n, fmt.Errorf("read image %s at byte %d: %w", r.s.url, r.off, err)
@@ -335,6 +341,8 @@ func (r *stream) reopen() error {
 			return err
 		}
 	}
+	// Resuming is tried even without Accept-Ranges: servers that do not
+	// advertise ranges often honour them, and a 200 is refused anyway.
 	resp, err := r.s.get(r.ctx, r.off, -1, r.off == 0)
 	if err != nil {
 		return fmt.Errorf("resume image %s at byte %d: %w", r.s.url, r.off, err)

@@ -36,12 +36,13 @@ import (
 type Request struct {
 	URL      string   // http, https, or file (under AllowedFileDir)
 	Checksum Checksum // from ParseChecksum; a checksum-file URL is resolved here
-	AllowMD5 bool     // applies to a value read from a checksum file
+	AllowMD5 bool     // md5 is refused unless set (also for checksum files)
 	Target   string   // block device or existing regular file
 	// AllowedFileDir is the only directory file:// URLs may point into.
 	AllowedFileDir string
 	// Progress, if set, is called after each chunk with the image bytes done
-	// and the image's size (-1 while unknown, for compressed streams).
+	// and the image's size (-1 while unknown, for compressed streams), from
+	// the pipeline's goroutines but one call at a time; it must not block.
 	Progress func(done, total int64)
 
 	// HTTPClient overrides the client built from CACert and Proxy.
@@ -91,6 +92,9 @@ func Write(ctx context.Context, req Request) (res Result, err error) {
 	cs, err := ResolveChecksumFile(ctx, client, req.Checksum, req.URL, req.AllowMD5)
 	if err != nil {
 		return res, err
+	}
+	if cs.Algo == "md5" && !req.AllowMD5 {
+		return res, fmt.Errorf("write image %s: md5 checksums are not allowed", req.URL)
 	}
 	h := newHash(cs.Algo)
 	if h == nil || cs.Value == "" {
@@ -239,7 +243,7 @@ func writeQCOW2(ctx context.Context, src *Source, stream io.Reader, h hash.Hash,
 	if err != nil {
 		return nil, 0, err
 	}
-	info, err := validateQCOW2(ra, src.Size())
+	info, err := validateQCOW2(src.metadataReaderAt(ctx), src.Size())
 	if err != nil {
 		return nil, 0, fmt.Errorf("refuse qcow2 image: %w", err)
 	}

@@ -24,7 +24,7 @@ func writeReq(t testing.TB, url, algo, value, target string) Request {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Request{URL: url, Checksum: cs, Target: target, RetryDelay: 10 * time.Millisecond, Retries: 3}
+	return Request{URL: url, Checksum: cs, Target: target, AllowMD5: true, RetryDelay: 10 * time.Millisecond, Retries: 3}
 }
 
 // TestQCOW2MatchesQemuImg writes qcow2 images made by qemu-img in several

@@ -6,6 +6,7 @@ package netboot
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -22,9 +23,46 @@ type Backend struct {
 	// FilesURL is where relative deploy_kernel/deploy_ramdisk names are
 	// served from (…/boot/files).
 	FilesURL string
+	// RamdiskURL is where per-node ramdisks with network data baked in are
+	// served (…/boot/ramdisk); nodes with network data boot from
+	// RamdiskURL/<uuid> unless driver_info names a deploy_ramdisk.
+	RamdiskURL string
 }
 
-var _ boot.Backend = (*Backend)(nil)
+var (
+	_ boot.Backend            = (*Backend)(nil)
+	_ boot.NetworkDataBackend = (*Backend)(nil)
+)
+
+// NetworkData implements boot.NetworkDataBackend: the NMState document a
+// static-IP host needs before it can reach the controller, from
+// driver_info.preprovisioning_network_data (Metal3's name) or an
+// NMState-shaped network_data.
+func (b *Backend) NetworkData(ctx context.Context, node string) ([]byte, error) {
+	n, err := b.Store.GetNode(ctx, node)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("%s: %w", node, boot.ErrUnknownNode)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return networkData(n)
+}
+
+func networkData(n *proto.Node) ([]byte, error) {
+	switch v := n.DriverInfo["preprovisioning_network_data"].(type) {
+	case string:
+		if v != "" {
+			return []byte(v), nil
+		}
+	case map[string]any:
+		return json.Marshal(v)
+	}
+	if _, nmstate := n.NetworkData["interfaces"]; nmstate {
+		return json.Marshal(n.NetworkData)
+	}
+	return nil, nil
+}
 
 // BootFor implements boot.Backend.
 func (b *Backend) BootFor(ctx context.Context, mac string) (boot.Decision, error) {
@@ -50,6 +88,9 @@ func (b *Backend) decide(n *proto.Node) boot.Decision {
 	}
 	d := boot.Decision{Action: boot.BootAgent, NodeUUID: n.UUID,
 		KernelURL: b.fileURL(n.DriverInfo["deploy_kernel"]), RamdiskURL: b.fileURL(n.DriverInfo["deploy_ramdisk"])}
+	if data, _ := networkData(n); len(data) > 0 && d.RamdiskURL == "" && b.RamdiskURL != "" {
+		d.RamdiskURL = strings.TrimSuffix(b.RamdiskURL, "/") + "/" + n.UUID
+	}
 	if extra, ok := n.DriverInfo["kernel_append_params"].(string); ok && extra != "" {
 		d.ExtraKernelArgs = strings.Fields(extra)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/kilnhq/kiln/controller/boot"
@@ -31,6 +32,7 @@ func TestDecide(t *testing.T) {
 		{"kernel by URL", proto.StateDeploying, proto.Dict{"deploy_kernel": "http://img/k"}, false, boot.BootAgent, "http://img/k"},
 		{"kernel by name", proto.StateDeploying, proto.Dict{"deploy_kernel": "custom.kernel"}, false, boot.BootAgent, "http://ctrl:6385/boot/files/custom.kernel"},
 		{"traversal refused", proto.StateDeploying, proto.Dict{"deploy_kernel": "../../etc/passwd"}, false, boot.BootAgent, ""},
+		{"network data needs the per-node ramdisk", proto.StateInspectWait, proto.Dict{"preprovisioning_network_data": "interfaces: []"}, false, boot.BootAgent, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := b.decide(&proto.Node{UUID: "u", ProvisionState: tc.state, DriverInfo: tc.info, Maintenance: tc.maint})
@@ -63,5 +65,21 @@ func TestBootForUsesPorts(t *testing.T) {
 	}
 	if _, err := b.BootFor(ctx, "52:54:00:00:00:00"); !errors.Is(err, boot.ErrUnknownMAC) {
 		t.Fatalf("unknown MAC: %v", err)
+	}
+}
+
+func TestPerNodeRamdiskURL(t *testing.T) {
+	b := &Backend{RamdiskURL: "http://ctrl/boot/ramdisk"}
+	d := b.decide(&proto.Node{UUID: "u1", ProvisionState: proto.StateDeploying, DriverInfo: proto.Dict{"preprovisioning_network_data": "interfaces: []"}})
+	if d.RamdiskURL != "http://ctrl/boot/ramdisk/u1" {
+		t.Errorf("RamdiskURL = %q", d.RamdiskURL)
+	}
+	d = b.decide(&proto.Node{UUID: "u2", ProvisionState: proto.StateDeploying, NetworkData: proto.Dict{"links": []any{}}})
+	if d.RamdiskURL != "" {
+		t.Errorf("OpenStack network_data must not select the NMState ramdisk: %q", d.RamdiskURL)
+	}
+	data, err := networkData(&proto.Node{NetworkData: proto.Dict{"interfaces": []any{map[string]any{"name": "eth0"}}}})
+	if err != nil || !strings.Contains(string(data), "eth0") {
+		t.Errorf("networkData = %s, %v", data, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -195,10 +196,11 @@ func mountBoot(a *api.Server, st store.Store, o serveOptions, log *slog.Logger) 
 		return fmt.Errorf("--boot-unknown must be local or discovery, not %q", o.bootUnknown)
 	}
 	files := strings.TrimSuffix(o.apiURL, "/") + "/boot/files"
+	backend := &netboot.Backend{Store: st, FilesURL: files, RamdiskURL: strings.TrimSuffix(o.apiURL, "/") + "/boot/ramdisk"}
 	scripts := boot.NewScriptHandler(boot.Config{
 		APIURL: o.apiURL, KernelURL: files + "/kiln-agent.kernel", RamdiskURL: files + "/kiln-agent.initramfs",
 		Console: o.bootConsole, Unknown: unknown, Log: log,
-	}, &netboot.Backend{Store: st, FilesURL: files})
+	}, backend)
 	e := a.Echo()
 	e.GET("/boot/boot.ipxe", echo.WrapHandler(scripts))
 	e.HEAD("/boot/boot.ipxe", echo.WrapHandler(scripts))
@@ -215,5 +217,11 @@ func mountBoot(a *api.Server, st store.Store, o serveOptions, log *slog.Logger) 
 	h := echo.WrapHandler(http.StripPrefix("/boot/files", fs))
 	e.GET("/boot/files/*", h)
 	e.HEAD("/boot/files/*", h)
+	// Per-node ramdisks: the agent initramfs with the node's NMState network
+	// data appended, for hosts that have no DHCP.
+	rd := echo.WrapHandler(http.StripPrefix("/boot/ramdisk", boot.NewRamdiskHandler(boot.RamdiskConfig{
+		Ramdisk: filepath.Join(o.bootDir, "kiln-agent.initramfs"), Log: log}, backend)))
+	e.GET("/boot/ramdisk/:node", rd)
+	e.HEAD("/boot/ramdisk/:node", rd)
 	return nil
 }

@@ -1,0 +1,341 @@
+package netconf
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// ParseNMState reads a host's network configuration written in NMState's
+// declarative format (YAML or JSON, as Metal3's networkData and
+// preprovisioningNetworkData carry it) into a Config.
+//
+// Supported: interfaces of type ethernet, vlan (vlan.base-iface, vlan.id)
+// and bond (link-aggregation.mode and port, or the older slaves); per
+// interface mtu, state up, ipv4/ipv6 with enabled, dhcp, address lists of
+// ip/prefix-length, and autoconf (IPv6: the kernel's SLAAC); routes.config
+// entries with destination, next-hop-address, next-hop-interface, metric
+// and the main table; dns-resolver.config server and search. mac-address
+// and description are accepted and not used.
+//
+// Everything else — other interface types, state absent or down, route
+// rules, DHCP tuning, bond options other than miimon — is refused with an
+// error naming the construct and where it is, rather than half-applied.
+func ParseNMState(b []byte) (Config, error) {
+	var doc any
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return Config{}, fmt.Errorf("parse NMState: %w", err)
+	}
+	if doc == nil {
+		return Config{}, fmt.Errorf("parse NMState: empty document")
+	}
+	p := &nmParser{}
+	cfg := p.top(obj(p, "", doc))
+	if p.err != nil {
+		return Config{}, fmt.Errorf("parse NMState: %w", p.err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, fmt.Errorf("parse NMState: %w", err)
+	}
+	return cfg, nil
+}
+
+// nmParser walks the decoded document keeping the first error.
+type nmParser struct{ err error }
+
+func (p *nmParser) fail(path, format string, args ...any) {
+	if p.err == nil {
+		if path != "" {
+			format = path + ": " + format
+		}
+		p.err = fmt.Errorf(format, args...)
+	}
+}
+
+// obj returns v as a mapping (nil and an error otherwise).
+func obj(p *nmParser, path string, v any) map[string]any {
+	if v == nil {
+		return map[string]any{}
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		p.fail(path, "want a mapping, got %s", yamlKind(v))
+		return map[string]any{}
+	}
+	return m
+}
+
+// keys refuses the keys of m not in allowed, naming them.
+func (p *nmParser) keys(path string, m map[string]any, allowed ...string) {
+	var bad []string
+	for k := range m {
+		if !slices.Contains(allowed, k) {
+			bad = append(bad, k)
+		}
+	}
+	if len(bad) > 0 {
+		sort.Strings(bad)
+		where := path
+		if where == "" {
+			where = "top level"
+		}
+		p.fail("", "%s: %s not supported (supported: %s)", where, strings.Join(bad, ", "), strings.Join(allowed, ", "))
+	}
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func (p *nmParser) str(path string, v any) string {
+	switch s := v.(type) {
+	case string:
+		return s
+	case int:
+		return strconv.Itoa(s)
+	case nil:
+		return ""
+	}
+	p.fail(path, "want a string, got %s", yamlKind(v))
+	return ""
+}
+
+func (p *nmParser) integer(path string, v any) int {
+	switch n := v.(type) {
+	case int:
+		return n
+	case float64:
+		if n == float64(int(n)) {
+			return int(n)
+		}
+	case string:
+		if i, err := strconv.Atoi(n); err == nil {
+			return i
+		}
+	}
+	p.fail(path, "want an integer, got %v", v)
+	return 0
+}
+
+func (p *nmParser) boolean(path string, v any) bool {
+	switch b := v.(type) {
+	case bool:
+		return b
+	case string:
+		if x, err := strconv.ParseBool(b); err == nil {
+			return x
+		}
+	}
+	p.fail(path, "want true or false, got %v", v)
+	return false
+}
+
+func (p *nmParser) list(path string, v any) []any {
+	if v == nil {
+		return nil
+	}
+	l, ok := v.([]any)
+	if !ok {
+		p.fail(path, "want a list, got %s", yamlKind(v))
+	}
+	return l
+}
+
+func (p *nmParser) top(m map[string]any) Config {
+	var cfg Config
+	p.keys("", m, "interfaces", "routes", "dns-resolver")
+	for i, v := range p.list("interfaces", m["interfaces"]) {
+		if ifc, ok := p.iface(fmt.Sprintf("interfaces[%d]", i), obj(p, fmt.Sprintf("interfaces[%d]", i), v)); ok {
+			cfg.Interfaces = append(cfg.Interfaces, ifc)
+		}
+	}
+	if r, ok := m["routes"]; ok {
+		rm := obj(p, "routes", r)
+		p.keys("routes", rm, "config")
+		for i, v := range p.list("routes.config", rm["config"]) {
+			path := fmt.Sprintf("routes.config[%d]", i)
+			cfg.Routes = append(cfg.Routes, p.route(path, obj(p, path, v)))
+		}
+	}
+	if d, ok := m["dns-resolver"]; ok {
+		dm := obj(p, "dns-resolver", d)
+		p.keys("dns-resolver", dm, "config")
+		c := obj(p, "dns-resolver.config", dm["config"])
+		p.keys("dns-resolver.config", c, "server", "search")
+		for i, v := range p.list("dns-resolver.config.server", c["server"]) {
+			path := fmt.Sprintf("dns-resolver.config.server[%d]", i)
+			a, err := netip.ParseAddr(p.str(path, v))
+			if err != nil {
+				p.fail(path, "%v", err)
+				continue
+			}
+			cfg.DNS.Servers = append(cfg.DNS.Servers, a)
+		}
+		for i, v := range p.list("dns-resolver.config.search", c["search"]) {
+			cfg.DNS.Search = append(cfg.DNS.Search, p.str(fmt.Sprintf("dns-resolver.config.search[%d]", i), v))
+		}
+	}
+	return cfg
+}
+
+func (p *nmParser) iface(path string, m map[string]any) (Interface, bool) {
+	ifc := Interface{Name: p.str(join(path, "name"), m["name"])}
+	if ifc.Name == "" {
+		p.fail(path, "interface without a name")
+		return ifc, false
+	}
+	path = fmt.Sprintf("interface %s", ifc.Name)
+	p.keys(path, m, "name", "type", "state", "mtu", "mac-address", "description",
+		"ipv4", "ipv6", "vlan", "link-aggregation")
+	switch st := p.str(join(path, "state"), m["state"]); st {
+	case "", "up":
+	default:
+		p.fail(path, "state %q not supported (only up)", st)
+	}
+	switch t := p.str(join(path, "type"), m["type"]); t {
+	case "ethernet":
+		ifc.Type = Ethernet
+	case "vlan":
+		ifc.Type = VLAN
+		v := obj(p, join(path, "vlan"), m["vlan"])
+		p.keys(join(path, "vlan"), v, "base-iface", "id", "protocol")
+		ifc.VLAN.Base = p.str(join(path, "vlan.base-iface"), v["base-iface"])
+		ifc.VLAN.ID = p.integer(join(path, "vlan.id"), v["id"])
+		if pr := p.str(join(path, "vlan.protocol"), v["protocol"]); pr != "" && pr != "802.1q" {
+			p.fail(path, "vlan.protocol %q not supported (only 802.1q)", pr)
+		}
+	case "bond":
+		ifc.Type = Bond
+		la := obj(p, join(path, "link-aggregation"), m["link-aggregation"])
+		p.keys(join(path, "link-aggregation"), la, "mode", "port", "slaves", "options")
+		ifc.Bond.Mode = p.str(join(path, "link-aggregation.mode"), la["mode"])
+		ports := la["port"]
+		if ports == nil {
+			ports = la["slaves"]
+		}
+		for i, v := range p.list(join(path, "link-aggregation.port"), ports) {
+			ifc.Bond.Ports = append(ifc.Bond.Ports, p.str(fmt.Sprintf("%s.link-aggregation.port[%d]", path, i), v))
+		}
+		opts := obj(p, join(path, "link-aggregation.options"), la["options"])
+		p.keys(join(path, "link-aggregation.options"), opts, "miimon")
+	case "":
+		p.fail(path, "no type")
+	default:
+		p.fail(path, "type %q not supported (ethernet, vlan, bond)", t)
+	}
+	if m["vlan"] != nil && ifc.Type != VLAN {
+		p.fail(path, "vlan section on a %s interface", ifc.Type)
+	}
+	if m["link-aggregation"] != nil && ifc.Type != Bond {
+		p.fail(path, "link-aggregation section on a %s interface", ifc.Type)
+	}
+	if v, ok := m["mtu"]; ok {
+		ifc.MTU = p.integer(join(path, "mtu"), v)
+	}
+	ifc.IPv4 = p.ip(join(path, "ipv4"), m["ipv4"], false)
+	ifc.IPv6 = p.ip(join(path, "ipv6"), m["ipv6"], true)
+	return ifc, true
+}
+
+func (p *nmParser) ip(path string, v any, v6 bool) IPConfig {
+	var c IPConfig
+	if v == nil {
+		return c
+	}
+	m := obj(p, path, v)
+	allowed := []string{"enabled", "dhcp", "address", "auto-dns", "auto-routes", "auto-gateway"}
+	if v6 {
+		allowed = append(allowed, "autoconf")
+	}
+	p.keys(path, m, allowed...)
+	enabled := true
+	if e, ok := m["enabled"]; ok {
+		enabled = p.boolean(join(path, "enabled"), e)
+	}
+	if d, ok := m["dhcp"]; ok {
+		c.DHCP = p.boolean(join(path, "dhcp"), d)
+	}
+	for _, k := range []string{"auto-dns", "auto-routes", "auto-gateway"} {
+		if a, ok := m[k]; ok && !p.boolean(join(path, k), a) {
+			p.fail(path, "%s: false not supported (DHCP leases always bring their DNS servers and routes)", k)
+		}
+	}
+	if a, ok := m["autoconf"]; ok {
+		_ = p.boolean(join(path, "autoconf"), a) // SLAAC is the kernel's default either way
+	}
+	for i, a := range p.list(join(path, "address"), m["address"]) {
+		ap := fmt.Sprintf("%s.address[%d]", path, i)
+		am := obj(p, ap, a)
+		p.keys(ap, am, "ip", "prefix-length")
+		addr, err := netip.ParseAddr(p.str(join(ap, "ip"), am["ip"]))
+		if err != nil {
+			p.fail(ap, "%v", err)
+			continue
+		}
+		plen := p.integer(join(ap, "prefix-length"), am["prefix-length"])
+		pfx, err := addr.Prefix(plen)
+		if err != nil || plen < 0 {
+			p.fail(ap, "prefix-length %d does not fit %s", plen, addr)
+			continue
+		}
+		c.Addresses = append(c.Addresses, netip.PrefixFrom(addr, pfx.Bits()))
+	}
+	if !enabled && (c.DHCP || len(c.Addresses) > 0) {
+		p.fail(path, "enabled: false with addresses or dhcp")
+	}
+	return c
+}
+
+func (p *nmParser) route(path string, m map[string]any) Route {
+	p.keys(path, m, "destination", "next-hop-address", "next-hop-interface", "metric", "table-id", "state")
+	var r Route
+	if st := p.str(join(path, "state"), m["state"]); st != "" {
+		p.fail(path, "state %q not supported (routes can only be added)", st)
+	}
+	dst, err := netip.ParsePrefix(p.str(join(path, "destination"), m["destination"]))
+	if err != nil {
+		p.fail(path, "destination: %v", err)
+	}
+	r.Destination = dst
+	if gw := p.str(join(path, "next-hop-address"), m["next-hop-address"]); gw != "" {
+		if r.Gateway, err = netip.ParseAddr(gw); err != nil {
+			p.fail(path, "next-hop-address: %v", err)
+		}
+	}
+	r.Interface = p.str(join(path, "next-hop-interface"), m["next-hop-interface"])
+	if v, ok := m["metric"]; ok {
+		r.Metric = p.integer(join(path, "metric"), v)
+	}
+	if v, ok := m["table-id"]; ok {
+		if t := p.integer(join(path, "table-id"), v); t != 0 && t != 254 {
+			p.fail(path, "table-id %d not supported (only the main table, 254)", t)
+		}
+	}
+	return r
+}
+
+func yamlKind(v any) string {
+	switch v.(type) {
+	case map[string]any:
+		return "a mapping"
+	case []any:
+		return "a list"
+	case string:
+		return "a string"
+	case int, float64:
+		return "a number"
+	case bool:
+		return "a boolean"
+	case nil:
+		return "nothing"
+	}
+	return fmt.Sprintf("%T", v)
+}

@@ -1,0 +1,93 @@
+package boot
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cavaliergopher/cpio"
+	"github.com/klauspost/compress/zstd"
+)
+
+// TestRamdiskBootsWithNetworkData boots Debian's kernel in QEMU (TCG) on a
+// zstd-compressed initramfs as served by the ramdisk handler for a node with
+// network data: the init (internal/netdatainit) must find both the base
+// archive's files and /etc/kiln/network.yaml from the appended one.
+func TestRamdiskBootsWithNetworkData(t *testing.T) {
+	for _, tool := range []string{"qemu-system-x86_64", "apt-get", "dpkg-deb"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed: %v", tool, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	kdir := filepath.Join(dir, "kernel")
+	// The pinned Debian kernel, as the initramfs build uses (cached by apt).
+	cmd := exec.CommandContext(ctx, "scripts/fetch-kernel.sh", kdir)
+	cmd.Dir = "../.."
+	cmd.Env = append(os.Environ(), "MODULES_LIST=/dev/null")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("fetch-kernel.sh: %v\n%s", err, out)
+	}
+
+	initBin := filepath.Join(dir, "init")
+	build := exec.CommandContext(ctx, "go", "build", "-o", initBin, "./internal/netdatainit")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build init: %v\n%s", err, out)
+	}
+	initB, err := os.ReadFile(initBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var base bytes.Buffer
+	zw, _ := zstd.NewWriter(&base, zstd.WithEncoderLevel(zstd.SpeedFastest))
+	cw := cpio.NewWriter(zw)
+	for _, f := range []struct {
+		name string
+		mode cpio.FileMode
+		data []byte
+	}{{"init", 0o755, initB}, {"init-marker", 0o644, []byte("x")}} {
+		if err := cw.WriteHeader(&cpio.Header{Name: f.name, Mode: cpio.TypeReg | f.mode, Size: int64(len(f.data))}); err != nil {
+			t.Fatal(err)
+		}
+		cw.Write(f.data)
+	}
+	cw.Close()
+	zw.Close()
+	rd := filepath.Join(dir, "kiln-agent.initramfs")
+	os.WriteFile(rd, base.Bytes(), 0o644)
+
+	doc := []byte(nmstateDoc)
+	srv := httptest.NewServer(NewRamdiskHandler(RamdiskConfig{Ramdisk: rd}, &mapNetworkData{data: map[string][]byte{"n1": doc}}))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := body(t, resp)
+	initrd := filepath.Join(dir, "served.initramfs")
+	os.WriteFile(initrd, served, 0o644)
+
+	q := exec.CommandContext(ctx, "qemu-system-x86_64", "-accel", "tcg", "-m", "512", "-smp", "1",
+		"-kernel", filepath.Join(kdir, "vmlinuz"), "-initrd", initrd,
+		"-append", "console=ttyS0 panic=-1 quiet", "-nographic", "-no-reboot", "-nic", "none")
+	out, err := q.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("QEMU did not finish: %v\n%s", ctx.Err(), out)
+	}
+	want := fmt.Sprintf("KILN-NETDATA-OK sha256=%x mode=600", sha256.Sum256(doc))
+	if !strings.Contains(string(out), want) || !strings.Contains(string(out), "KILN-BASE-OK") {
+		t.Fatalf("console lacks %q and KILN-BASE-OK (qemu: %v):\n%s", want, err, out)
+	}
+}
