@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
+	"github.com/kilnhq/kiln/controller/events"
 	"github.com/kilnhq/kiln/controller/store"
 	"github.com/kilnhq/kiln/proto"
 )
@@ -30,6 +31,9 @@ type Config struct {
 	// AgentHeartbeatTimeout is the heartbeat_timeout handed to agents at
 	// lookup [60s].
 	AgentHeartbeatTimeout time.Duration
+	// Events, when set, serves GET /v1/events (node changes as server-sent
+	// events) from this bus.
+	Events *events.Bus
 }
 
 // Server is the /v1 API. It is an http.Handler.
@@ -40,6 +44,7 @@ type Server struct {
 	echo                  *echo.Echo
 	notifier              func(string)
 	agentHeartbeatTimeout time.Duration
+	events                *events.Bus
 }
 
 // New builds the API with every route mounted.
@@ -50,7 +55,7 @@ func New(cfg Config) *Server {
 	if cfg.AgentHeartbeatTimeout <= 0 {
 		cfg.AgentHeartbeatTimeout = time.Minute
 	}
-	s := &Server{store: cfg.Store, conductor: cfg.Conductor, log: cfg.Logger, notifier: cfg.Notify, agentHeartbeatTimeout: cfg.AgentHeartbeatTimeout}
+	s := &Server{store: cfg.Store, conductor: cfg.Conductor, log: cfg.Logger, notifier: cfg.Notify, agentHeartbeatTimeout: cfg.AgentHeartbeatTimeout, events: cfg.Events}
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
@@ -143,6 +148,9 @@ func (s *Server) routes() {
 	e.GET("/v1/drivers/", s.listDrivers)
 	e.GET("/v1/drivers/:driver", s.getDriver)
 	e.GET("/v1/conductors", s.listConductors)
+	if s.events != nil {
+		e.GET("/v1/events", s.streamEvents)
+	}
 	e.GET("/v1/chassis", s.emptyCollection("chassis"))
 	e.GET("/v1/allocations", s.emptyCollection("allocations"))
 	e.GET("/v1/portgroups", s.emptyCollection("portgroups"))

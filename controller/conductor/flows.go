@@ -293,7 +293,7 @@ func (f *flow) continueSteps(ctx context.Context, kind proto.StepKind) error {
 	st := agentclient.LastStepStatus(cmds, kind, cur)
 	switch st.State {
 	case agentclient.StepWait:
-		return nil
+		return f.recordProgress(ctx, cur, st.Command)
 	case agentclient.StepFailed:
 		return f.fail(ctx, fmt.Sprintf("Agent returned error for %s step %s on node %s: %s", kind, stepLabel(cur), n.UUID, st.Error))
 	case agentclient.StepVersionMismatch:

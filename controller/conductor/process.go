@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kilnhq/kiln/controller/driver"
+	"github.com/kilnhq/kiln/controller/events"
 	"github.com/kilnhq/kiln/controller/state"
 	"github.com/kilnhq/kiln/controller/store"
 	"github.com/kilnhq/kiln/proto"
@@ -188,7 +189,7 @@ func (f *flow) fail(ctx context.Context, msg string) error {
 // clearFlow removes the running flow's bookkeeping.
 func clearFlow(n *proto.Node) {
 	for _, k := range []string{proto.InfoRequest, proto.InfoSteps, proto.InfoStepIndex, proto.InfoStepSent,
-		proto.InfoStepSentAt, proto.InfoHeartbeatPending, proto.InfoInspectionPending} {
+		proto.InfoStepSentAt, proto.InfoHeartbeatPending, proto.InfoInspectionPending, events.InfoProgress} {
 		delete(n.DriverInternalInfo, k)
 	}
 	n.CleanStep = proto.Dict{}

@@ -55,8 +55,10 @@ func init() {
 	RegisterInspect("no-inspect", noInspect{})
 }
 
-// fakeAct waits the configured delay, then returns the configured error.
-func fakeAct(ctx context.Context, n *proto.Node, iface string) error {
+// fakeAct waits the configured delay, then returns the configured error. It
+// counts as one BMC request, so the fake type shows in the BMC metrics.
+func fakeAct(ctx context.Context, n *proto.Node, iface string) (err error) {
+	defer func() { ObserveBMC(ctx, FakeHardware, iface, err) }()
 	if d := seconds(n.DriverInfo["fake_"+iface+"_delay"]); d > 0 {
 		t := time.NewTimer(d)
 		defer t.Stop()
@@ -93,7 +95,9 @@ func seconds(v any) time.Duration {
 
 func (p *fakePower) Validate(ctx context.Context, n *proto.Node) error {
 	if msg, ok := n.DriverInfo["fake_power_error"].(string); ok && msg != "" {
-		return fmt.Errorf("fake power credentials rejected: %s", msg)
+		err := fmt.Errorf("fake power credentials rejected: %s", msg)
+		ObserveBMC(ctx, FakeHardware, "power", err) // a real driver learns this from its BMC
+		return err
 	}
 	return nil
 }

@@ -1,19 +1,36 @@
-// Command kiln is Kiln's controller (`kiln serve`) and, in later releases, its
-// operator CLI. The main only parses flags and wires packages together.
+// Command kiln is Kiln's controller (`kiln serve`) and its operator CLI
+// (`kiln node …`, `kiln port …`, `kiln driver list`), a client of the
+// controller's /v1 API. The main only parses flags and wires packages together.
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
 )
 
 func main() {
-	if err := newRootCmd().Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "kiln:", err)
-		os.Exit(1)
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes the command line and returns the exit status: 0 on success,
+// 1 when the command (or a node it waited for) failed.
+func run(args []string, stdout, stderr io.Writer) int {
+	root := newRootCmd()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	if err := root.Execute(); err != nil {
+		var ef errFailed
+		if !errors.As(err, &ef) || ef.msg != "" {
+			fmt.Fprintln(stderr, "kiln:", err)
+		}
+		return 1
 	}
+	return 0
 }
 
 func newRootCmd() *cobra.Command {
@@ -23,6 +40,6 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCmd())
+	root.AddCommand(newServeCmd(), newNodeCmd(), newPortCmd(), newDriverCmd())
 	return root
 }

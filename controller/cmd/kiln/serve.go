@@ -15,12 +15,17 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 
 	"github.com/kilnhq/kiln/controller/agentclient"
 	"github.com/kilnhq/kiln/controller/api"
 	"github.com/kilnhq/kiln/controller/boot"
 	"github.com/kilnhq/kiln/controller/conductor"
+	"github.com/kilnhq/kiln/controller/driver"
+	"github.com/kilnhq/kiln/controller/events"
+	"github.com/kilnhq/kiln/controller/metrics"
 	"github.com/kilnhq/kiln/controller/netboot"
 	"github.com/kilnhq/kiln/controller/store"
 )
@@ -121,13 +126,20 @@ func serve(ctx context.Context, o serveOptions) error {
 	if o.powerSyncInterval == 0 {
 		o.powerSyncInterval = -1
 	}
+	// Every node write goes through the watched store: node changes reach
+	// the event stream and the metrics whichever layer made them.
+	bus := events.NewBus()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	met := metrics.New(reg, st)
+	wst := events.Watch(st, events.PublishTo(bus), met.Observe)
 	cond := conductor.New(conductor.Config{
-		Store: st, Agent: agentclient.New(agentclient.Options{Logger: log}), Name: o.conductor, Group: o.group,
+		Store: wst, Agent: agentclient.New(agentclient.Options{Logger: log}), Name: o.conductor, Group: o.group,
 		APIURL: o.apiURL, Log: log, Workers: o.workers, CallbackTimeout: o.callbackTimeout,
 		AgentHeartbeatTimeout: o.agentHeartbeatTimeout, PowerSyncInterval: o.powerSyncInterval,
 		HeartbeatInterval: o.heartbeatInterval,
 	})
-	condCtx, stopConductor := context.WithCancel(context.Background())
+	condCtx, stopConductor := context.WithCancel(driver.WithBMCObserver(context.Background(), met))
 	condDone := make(chan error, 1)
 	go func() { condDone <- cond.Run(condCtx) }()
 	defer func() {
@@ -136,16 +148,22 @@ func serve(ctx context.Context, o serveOptions) error {
 			log.Error("conductor", "err", err)
 		}
 	}()
-	apiServer := api.New(api.Config{Store: st, Conductor: o.conductor, Logger: log, Notify: cond.Notify,
-		AgentHeartbeatTimeout: o.agentHeartbeatTimeout})
-	if err := mountBoot(apiServer, st, o, log); err != nil {
+	apiServer := api.New(api.Config{Store: wst, Conductor: o.conductor, Logger: log, Notify: cond.Notify,
+		AgentHeartbeatTimeout: o.agentHeartbeatTimeout, Events: bus})
+	apiServer.Echo().Use(met.Middleware())
+	if err := mountBoot(apiServer, wst, o, log); err != nil {
 		return err
 	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", metrics.Handler(reg))
+	mux.Handle("/", apiServer)
 	srv := &http.Server{
-		Handler:           apiServer,
+		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 	}
+	// Event streams never go idle: end them so that Shutdown can finish.
+	srv.RegisterOnShutdown(bus.Close)
 	log.Info("kiln controller listening", "addr", ln.Addr().String(), "db", o.db, "conductor", o.conductor)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -1,0 +1,46 @@
+package conductor
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/kilnhq/kiln/controller/events"
+	"github.com/kilnhq/kiln/proto"
+)
+
+// commandProgress reads the progress a RUNNING agent command reports in its
+// command_result ({"progress": {...}}, a Kiln agent extension; IPA reports
+// none and ok is false).
+func commandProgress(cmd proto.CommandResult) (p proto.CommandProgress, ok bool) {
+	if cmd.CommandStatus != proto.CommandRunning || len(cmd.CommandResult) == 0 {
+		return p, false
+	}
+	var r struct {
+		Progress *proto.CommandProgress `json:"progress"`
+	}
+	if err := json.Unmarshal(cmd.CommandResult, &r); err != nil || r.Progress == nil {
+		return p, false
+	}
+	return *r.Progress, true
+}
+
+// recordProgress keeps the running step's progress, as the agent reported it
+// in cmd, on the node (driver_internal_info.kiln_progress), where the API,
+// the event stream and the metrics read it. Nothing is written when the
+// agent reports no progress or the same progress as before.
+func (f *flow) recordProgress(ctx context.Context, cur proto.StepCall, cmd proto.CommandResult) error {
+	p, ok := commandProgress(cmd)
+	if !ok {
+		return nil
+	}
+	label := stepLabel(cur)
+	if old := events.ProgressOf(f.n); old != nil && old.Step == label && old.BytesDone == p.BytesDone &&
+		old.BytesTotal == p.BytesTotal && old.Stage == p.Stage {
+		return nil
+	}
+	return f.update(ctx, func(n *proto.Node) {
+		n.DriverInternalInfo[events.InfoProgress] = events.Progress{
+			Step: label, BytesDone: p.BytesDone, BytesTotal: p.BytesTotal, Stage: p.Stage, UpdatedAt: proto.Now(),
+		}
+	})
+}

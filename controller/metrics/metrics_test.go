@@ -1,0 +1,193 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/kilnhq/kiln/controller/events"
+	"github.com/kilnhq/kiln/controller/store"
+	"github.com/kilnhq/kiln/proto"
+)
+
+func newStore(t *testing.T) store.Store {
+	t.Helper()
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "k.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+func TestLint(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg, newStore(t))
+	// Touch every vector so each family is gathered.
+	m.ObserveBMCRequest("fake-hardware", "power", errors.New("x"))
+	m.flowDuration.WithLabelValues("manage", "success").Observe(1)
+	m.stepDuration.WithLabelValues("deploy.write_image", "success").Observe(1)
+	m.transitions.WithLabelValues("active").Inc()
+	m.apiDuration.WithLabelValues("GET", "/v1/nodes", "200").Observe(0.01)
+	problems, err := testutil.GatherAndLint(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+}
+
+// fakeClock advances by one second at each reading.
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) now() time.Time { c.t = c.t.Add(time.Second); return c.t }
+
+func TestFlowsStepsAndImageBytesFollowNodeChanges(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg, nil)
+	clk := &fakeClock{t: time.Unix(1e9, 0)}
+	m.now = clk.now
+	const u = "0e6969d5-eb31-4a27-95ab-cfe93f22d4a0"
+	var prev events.Event
+	step := func(s proto.ProvisionState, target proto.ProvisionState, stepName string, p *events.Progress, lastErr string, verb string) {
+		e := events.Event{UUID: u, ProvisionState: s, Step: stepName, Progress: p}
+		if target != "" {
+			e.TargetProvisionState = &target
+		}
+		if lastErr != "" {
+			e.LastError = &lastErr
+		}
+		n := &proto.Node{UUID: u, DriverInternalInfo: proto.Dict{}}
+		if verb != "" {
+			n.DriverInternalInfo[proto.InfoRequest] = map[string]any{"verb": verb}
+		}
+		m.Observe(events.Change{Before: prev, After: e, Node: n})
+		prev = e
+	}
+	wi := "deploy.write_image"
+	step(proto.StateAvailable, "", "", nil, "", "")
+	step(proto.StateDeploying, proto.StateActive, "", nil, "", "active")
+	step(proto.StateDeployWait, proto.StateActive, wi, nil, "", "")
+	step(proto.StateDeployWait, proto.StateActive, wi, &events.Progress{Step: wi, BytesDone: 100, BytesTotal: 1000}, "", "")
+	step(proto.StateDeployWait, proto.StateActive, wi, &events.Progress{Step: wi, BytesDone: 600, BytesTotal: 1000}, "", "")
+	step(proto.StateDeploying, proto.StateActive, "deploy.boot_instance", &events.Progress{Step: wi, BytesDone: 600, BytesTotal: 1000}, "", "")
+	step(proto.StateActive, "", "", nil, "", "")
+	// A failed manage: enroll → verifying → enroll with last_error.
+	step(proto.StateEnroll, "", "", nil, "", "")
+	step(proto.StateVerifying, proto.StateManageable, "", nil, "", "manage")
+	step(proto.StateEnroll, "", "", nil, "bad credentials", "")
+
+	if got := testutil.ToFloat64(m.imageBytes); got != 1000 {
+		t.Errorf("image bytes = %v, want 1000 (100 + 500 + the 400 after the last report)", got)
+	}
+	if got := testutil.ToFloat64(m.transitions.WithLabelValues("active")); got != 1 {
+		t.Errorf("transitions to active = %v", got)
+	}
+	expect := `
+# HELP kiln_flow_duration_seconds Time from a provision request to the node's next stable or failed state, by verb and result (success, failed).
+# TYPE kiln_flow_duration_seconds histogram
+kiln_flow_duration_seconds_bucket{result="failed",verb="manage",le="1"} 1
+kiln_flow_duration_seconds_bucket{result="failed",verb="manage",le="5"} 1
+kiln_flow_duration_seconds_bucket{result="failed",verb="manage",le="15"} 1
+kiln_flow_duration_seconds_bucket{result="failed",verb="manage",le="30"} 1
+kiln_flow_duration_seconds_bucket{result="failed",verb="manage",le="60"} 1
+kiln_flow_duration_seconds_bucket{result="failed",verb="manage",le="120"} 1
+kiln_flow_duration_seconds_bucket{result="failed",verb="manage",le="300"} 1
+kiln_flow_duration_seconds_bucket{result="failed",verb="manage",le="600"} 1
+kiln_flow_duration_seconds_bucket{result="failed",verb="manage",le="1200"} 1
+kiln_flow_duration_seconds_bucket{result="failed",verb="manage",le="1800"} 1
+kiln_flow_duration_seconds_bucket{result="failed",verb="manage",le="3600"} 1
+kiln_flow_duration_seconds_bucket{result="failed",verb="manage",le="7200"} 1
+kiln_flow_duration_seconds_bucket{result="failed",verb="manage",le="+Inf"} 1
+kiln_flow_duration_seconds_sum{result="failed",verb="manage"} 1
+kiln_flow_duration_seconds_count{result="failed",verb="manage"} 1
+kiln_flow_duration_seconds_bucket{result="success",verb="active",le="1"} 0
+kiln_flow_duration_seconds_bucket{result="success",verb="active",le="5"} 1
+kiln_flow_duration_seconds_bucket{result="success",verb="active",le="15"} 1
+kiln_flow_duration_seconds_bucket{result="success",verb="active",le="30"} 1
+kiln_flow_duration_seconds_bucket{result="success",verb="active",le="60"} 1
+kiln_flow_duration_seconds_bucket{result="success",verb="active",le="120"} 1
+kiln_flow_duration_seconds_bucket{result="success",verb="active",le="300"} 1
+kiln_flow_duration_seconds_bucket{result="success",verb="active",le="600"} 1
+kiln_flow_duration_seconds_bucket{result="success",verb="active",le="1200"} 1
+kiln_flow_duration_seconds_bucket{result="success",verb="active",le="1800"} 1
+kiln_flow_duration_seconds_bucket{result="success",verb="active",le="3600"} 1
+kiln_flow_duration_seconds_bucket{result="success",verb="active",le="7200"} 1
+kiln_flow_duration_seconds_bucket{result="success",verb="active",le="+Inf"} 1
+kiln_flow_duration_seconds_sum{result="success",verb="active"} 5
+kiln_flow_duration_seconds_count{result="success",verb="active"} 1
+`
+	if err := testutil.CollectAndCompare(m.flowDuration, strings.NewReader(expect)); err != nil {
+		t.Error(err)
+	}
+	if n := testutil.CollectAndCount(m.stepDuration); n != 2 {
+		t.Errorf("step duration series = %d, want 2 (write_image, boot_instance)", n)
+	}
+}
+
+func TestNodeCollectorAndMiddleware(t *testing.T) {
+	st := newStore(t)
+	reg := prometheus.NewRegistry()
+	m := New(reg, st)
+	ctx := context.Background()
+	on := proto.PowerOn
+	for i, s := range []proto.ProvisionState{proto.StateActive, proto.StateActive, proto.StateDeployWait} {
+		n := &proto.Node{UUID: "0e6969d5-eb31-4a27-95ab-cfe93f22d4a" + string(rune('0'+i)), Driver: "fake-hardware", ProvisionState: s, PowerState: &on,
+			DriverInternalInfo: proto.Dict{}}
+		if s == proto.StateDeployWait {
+			n.DriverInternalInfo[proto.InfoAgentLastHeartbeat] = time.Now().Add(-42 * time.Second).UTC().Format(time.RFC3339Nano)
+		}
+		if err := st.CreateNode(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := map[string]float64{}
+	for _, mf := range mfs {
+		for _, mt := range mf.GetMetric() {
+			key := mf.GetName()
+			for _, l := range mt.GetLabel() {
+				key += "," + l.GetName() + "=" + l.GetValue()
+			}
+			found[key] = mt.GetGauge().GetValue()
+		}
+	}
+	if v := found["kiln_nodes,maintenance=false,power_state=power on,provision_state=active"]; v != 2 {
+		t.Errorf("active nodes = %v; gathered %v", v, found)
+	}
+	if v := found["kiln_agent_heartbeat_age_seconds,node=0e6969d5-eb31-4a27-95ab-cfe93f22d4a2"]; v < 41 || v > 100 {
+		t.Errorf("heartbeat age = %v, want ~42", v)
+	}
+
+	e := echo.New()
+	e.Use(m.Middleware())
+	e.GET("/v1/nodes/:node", func(c echo.Context) error {
+		if c.Param("node") == "missing" {
+			return echo.NewHTTPError(http.StatusNotFound)
+		}
+		return c.String(http.StatusOK, "ok")
+	})
+	for _, p := range []string{"/v1/nodes/a", "/v1/nodes/b", "/v1/nodes/missing"} {
+		rec := httptest.NewRecorder()
+		e.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, p, nil))
+	}
+	if n := testutil.CollectAndCount(m.apiDuration); n != 2 {
+		t.Errorf("API latency series = %d, want 2 (one route, codes 200 and 404)", n)
+	}
+	if got := testutil.CollectAndCount(m.apiDuration, "kiln_api_request_duration_seconds"); got != 2 {
+		t.Errorf("series = %d", got)
+	}
+}
