@@ -32,7 +32,21 @@ func (f *flow) startRamdisk(ctx context.Context, kernelArgs map[string]string) e
 	for k, v := range kernelArgs {
 		args[k] = v
 	}
-	if err := f.ifs.Boot.PrepareRamdisk(ctx, n, driver.RamdiskParams{KernelArgs: args}); err != nil {
+	params := driver.RamdiskParams{KernelArgs: args}
+	if n.BootInterface == "redfish-virtual-media" {
+		// A virtual-media ISO carries its token: an agent booted from it
+		// cannot be told apart by MAC lookups on a shared network, so it
+		// gets the token on its kernel command line (Ironic does the same).
+		params.AgentToken = newAgentToken()
+		if err := f.update(ctx, func(n *proto.Node) {
+			n.DriverInternalInfo[proto.InfoAgentToken] = params.AgentToken
+			n.DriverInternalInfo[proto.InfoAgentTokenPregen] = true
+		}); err != nil {
+			return err
+		}
+		n = f.n
+	}
+	if err := f.ifs.Boot.PrepareRamdisk(ctx, n, params); err != nil {
 		return fmt.Errorf("Failed to prepare node %s to boot the agent ramdisk: %v", n.UUID, err)
 	}
 	target := proto.PowerRebooting
@@ -215,7 +229,7 @@ func (f *flow) finishInspection(ctx context.Context) error {
 		}
 		n.InspectionFinishedAt = proto.Now()
 		clearFlow(n)
-		wipeAgent(n)
+		forgetAgent(n)
 	})
 }
 
@@ -548,7 +562,7 @@ func (f *flow) finishSteps(ctx context.Context, kind proto.StepKind) error {
 	}
 	return f.transition(ctx, state.EvDone, func(n *proto.Node) {
 		clearFlow(n)
-		wipeAgent(n)
+		forgetAgent(n)
 		delete(n.DriverInternalInfo, "kiln_manual_clean_steps")
 		delete(n.DriverInternalInfo, "kiln_user_deploy_steps")
 		delete(n.DriverInternalInfo, "kiln_service_steps")
@@ -641,7 +655,7 @@ func (f *flow) unrescue(ctx context.Context) error {
 	return f.transition(ctx, state.EvDone, func(n *proto.Node) {
 		delete(n.InstanceInfo, "rescue_password")
 		clearFlow(n)
-		wipeAgent(n)
+		forgetAgent(n)
 	})
 }
 

@@ -2,6 +2,8 @@ package conductor
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"sort"
@@ -176,6 +178,7 @@ func (f *flow) fail(ctx context.Context, msg string) error {
 	err := f.transition(ctx, state.EvFail, func(n *proto.Node) {
 		n.LastError = &msg
 		clearFlow(n)
+		delete(n.DriverInternalInfo, proto.InfoAgentTokenPregen)
 	})
 	if err != nil {
 		// The state cannot fail from here; keep the error visible anyway.
@@ -368,6 +371,23 @@ func (f *flow) setPower(ctx context.Context, target proto.PowerState, timeout ti
 		n.PowerState = &final
 		n.TargetPowerState = nil
 	})
+}
+
+// newAgentToken makes a 43-character URL-safe agent token.
+func newAgentToken() string {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// forgetAgent ends an agent's life at the end of a flow: unlike wipeAgent
+// it also drops a pre-generated token.
+func forgetAgent(n *proto.Node) {
+	delete(n.DriverInternalInfo, proto.InfoAgentTokenPregen)
+	delete(n.DriverInternalInfo, proto.InfoAgentToken)
+	wipeAgent(n)
 }
 
 // wipeAgent forgets the running agent, as Ironic does on power changes:

@@ -176,6 +176,11 @@ func serve(ctx context.Context, o serveOptions) error {
 	log.Info("shutting down")
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
+	defer func() {
+		if err := shutdownDrivers(shutdownCtx); err != nil {
+			log.Warn("log out of BMC sessions", "err", err)
+		}
+	}()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		log.Warn("graceful shutdown incomplete", "err", err)
 	}
@@ -204,14 +209,11 @@ func mountBoot(a *api.Server, st store.Store, o serveOptions, log *slog.Logger) 
 	e := a.Echo()
 	e.GET("/boot/boot.ipxe", echo.WrapHandler(scripts))
 	e.HEAD("/boot/boot.ipxe", echo.WrapHandler(scripts))
+	var fs http.Handler
 	if _, err := os.Stat(o.bootDir); err != nil {
-		log.Warn("boot files directory missing: /boot/files/ will answer 404 until it exists (make initramfs builds it)", "dir", o.bootDir)
-		if err := os.MkdirAll(o.bootDir, 0o755); err != nil {
-			return fmt.Errorf("create --boot-dir %s: %w", o.bootDir, err)
-		}
-	}
-	fs, err := boot.NewFileServer(o.bootDir)
-	if err != nil {
+		log.Warn("boot files directory missing: /boot/files/ answers 404 until kiln serve restarts with it (make initramfs builds ./out)", "dir", o.bootDir)
+		fs = http.NotFoundHandler()
+	} else if fs, err = boot.NewFileServer(o.bootDir); err != nil {
 		return fmt.Errorf("serve boot files from %s: %w", o.bootDir, err)
 	}
 	h := echo.WrapHandler(http.StripPrefix("/boot/files", fs))
