@@ -33,7 +33,7 @@ func (f *flow) startRamdisk(ctx context.Context, kernelArgs map[string]string) e
 		args[k] = v
 	}
 	params := driver.RamdiskParams{KernelArgs: args}
-	if n.BootInterface == "redfish-virtual-media" {
+	if carrier, ok := f.ifs.Boot.(driver.AgentTokenCarrier); ok && carrier.CarriesAgentToken(n) {
 		// A virtual-media ISO carries its token: an agent booted from it
 		// cannot be told apart by MAC lookups on a shared network, so it
 		// gets the token on its kernel command line (Ironic does the same).

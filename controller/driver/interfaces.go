@@ -39,6 +39,14 @@ type RamdiskParams struct {
 	AgentToken string
 }
 
+// AgentTokenCarrier is implemented by boot interfaces whose boot media can
+// carry the agent token on the agent's kernel command line (a virtual-media
+// ISO built for this boot). The conductor then pre-generates the token, as
+// Ironic does, instead of handing it out at the agent's first lookup.
+type AgentTokenCarrier interface {
+	CarriesAgentToken(n *proto.Node) bool
+}
+
 // Boot prepares how the machine boots: into the agent ramdisk, then into the
 // deployed instance.
 type Boot interface {

@@ -344,3 +344,28 @@ func TestAbortWhileWaitingForTheAgent(t *testing.T) {
 	c.provision(uuid, map[string]any{"target": "deleted"})
 	c.waitState(uuid, proto.StateAvailable, 15*time.Second)
 }
+
+// TestPregeneratedTokenForVirtualMedia: a boot interface whose media carry
+// the agent token gets a pre-generated one; the agent's lookup then sees
+// only "******" and heartbeats with the token from its command line.
+func TestPregeneratedTokenForVirtualMedia(t *testing.T) {
+	c := startController(t, controllerOpts{})
+	m := &machine{}
+	uuid := c.enroll("node-vmedia", "52:54:00:00:17:01", map[string]any{"boot_interface": "scripted-vmedia"}, m)
+	c.provision(uuid, map[string]any{"target": "manage"})
+	c.waitState(uuid, proto.StateManageable, 10*time.Second)
+	c.provision(uuid, map[string]any{"target": "provide"})
+	n := c.waitState(uuid, proto.StateAvailable, 10*time.Second)
+	m.mu.Lock()
+	a, token := m.agents[0], m.token
+	m.mu.Unlock()
+	if token == "" || a.Token() != token {
+		t.Fatalf("agent token %q, media token %q", a.Token(), token)
+	}
+	if got := a.Executed(proto.StepClean); len(got) != 2 {
+		t.Errorf("clean steps run with the pre-generated token: %v", got)
+	}
+	if dii := n["driver_internal_info"].(map[string]any); dii["agent_secret_token"] != nil || dii["agent_secret_token_pregenerated"] != nil {
+		t.Errorf("token kept after cleaning: %v", dii)
+	}
+}

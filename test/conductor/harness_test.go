@@ -35,7 +35,8 @@ type machine struct {
 	agent    *fakeagent.Agent
 	agents   []*fakeagent.Agent
 	cfg      fakeagent.Config
-	noBoot   bool // the ramdisk never comes up (for callback timeouts)
+	noBoot   bool   // the ramdisk never comes up (for callback timeouts)
+	token    string // agent token the boot media carry (virtual media)
 	bootedAt []time.Time
 }
 
@@ -61,6 +62,7 @@ func (m *machine) boot() {
 		return
 	}
 	cfg := m.cfg
+	cfg.Token = m.token
 	a, err := fakeagent.Start(context.Background(), cfg)
 	if err != nil {
 		panic(err)
@@ -115,6 +117,24 @@ func (scriptedPower) SetPowerState(ctx context.Context, n *proto.Node, target pr
 
 type scriptedBoot struct{}
 
+// scriptedVMedia boots the agent from "virtual media" whose kernel command
+// line carries a pre-generated agent token.
+type scriptedVMedia struct{ scriptedBoot }
+
+func (scriptedVMedia) CarriesAgentToken(*proto.Node) bool { return true }
+
+func (v scriptedVMedia) PrepareRamdisk(ctx context.Context, n *proto.Node, p driver.RamdiskParams) error {
+	if p.AgentToken == "" {
+		return fmt.Errorf("virtual media without an agent token")
+	}
+	if m := machineOf(n); m != nil {
+		m.mu.Lock()
+		m.token = p.AgentToken
+		m.mu.Unlock()
+	}
+	return v.scriptedBoot.PrepareRamdisk(ctx, n, p)
+}
+
 func (scriptedBoot) Validate(ctx context.Context, n *proto.Node) error { return nil }
 func (scriptedBoot) PrepareRamdisk(ctx context.Context, n *proto.Node, p driver.RamdiskParams) error {
 	m := machineOf(n)
@@ -144,10 +164,11 @@ func (scriptedBoot) PrepareInstance(ctx context.Context, n *proto.Node) error {
 func init() {
 	driver.RegisterPower("scripted", scriptedPower{})
 	driver.RegisterBoot("scripted", scriptedBoot{})
+	driver.RegisterBoot("scripted-vmedia", scriptedVMedia{})
 	driver.Register(driver.HardwareType{
 		Name: "scripted-hardware",
 		Supported: map[string][]string{
-			"power": {"scripted"}, "boot": {"scripted"}, "management": {"fake"},
+			"power": {"scripted"}, "boot": {"scripted", "scripted-vmedia"}, "management": {"fake"},
 			"deploy": {"direct", "custom-agent", "fake"}, "inspect": {"agent", "fake"},
 			"network": {"noop"}, "storage": {"noop"}, "bios": {"no-bios"}, "console": {"no-console"},
 			"firmware": {"no-firmware"}, "raid": {"no-raid"}, "rescue": {"no-rescue"}, "vendor": {"no-vendor"},

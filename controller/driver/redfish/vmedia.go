@@ -67,6 +67,15 @@ type VirtualMediaBoot struct {
 	Mgmt *Management
 }
 
+// CarriesAgentToken implements driver.AgentTokenCarrier: an ISO built for
+// this boot carries the token; a prebuilt deploy_iso cannot.
+func (b *VirtualMediaBoot) CarriesAgentToken(n *proto.Node) bool {
+	_, prebuilt := b.ISO.(PrebuiltISO)
+	return b.ISO != nil && !prebuilt
+}
+
+var _ driver.AgentTokenCarrier = (*VirtualMediaBoot)(nil)
+
 // Validate checks driver_info, the image inputs and that the BMC has a
 // virtual CD drive.
 func (b *VirtualMediaBoot) Validate(ctx context.Context, n *proto.Node) error {
