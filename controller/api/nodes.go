@@ -116,7 +116,8 @@ func (s *Server) listNodesCommon(c echo.Context, detail bool, path string) error
 	if fields == nil && !detail {
 		fields = proto.NodeDefaultListFields
 	}
-	q := store.NodeQuery{Limit: p.limit, Marker: p.marker, SortKey: p.sortKey, SortDir: p.sortDir}
+	q := store.NodeQuery{Limit: p.limit, Marker: p.marker, SortKey: p.sortKey, SortDir: p.sortDir,
+		Summary: fields != nil && isDefaultNodeFields(fields)}
 	for _, f := range []struct {
 		param string
 		minV  int

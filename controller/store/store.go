@@ -152,6 +152,12 @@ type NodeQuery struct {
 	// SortKey is one of NodeSortKeys; "" = "id" = insertion order.
 	SortKey string
 	SortDir string // "asc" (default) or "desc"
+	// Summary returns nodes with only the fields of Ironic's default list
+	// view filled in (uuid, name, instance_uuid, power_state,
+	// provision_state, maintenance) and the reservation, read from indexed
+	// columns without decoding each node's document: the hot path of
+	// GET /v1/nodes.
+	Summary bool
 }
 
 // PortQuery filters, sorts and pages ListPorts. NodeUUID and Address are
