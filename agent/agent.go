@@ -79,6 +79,9 @@ type ImageRequest struct {
 	// Progress publishes bytes written so far in the command result.
 	Progress func(proto.CommandProgress)
 	Log      *slog.Logger
+	// Lookup is the "config" of the controller's lookup answer (md5 policy,
+	// permitted image formats, …); zero before a lookup.
+	Lookup proto.LookupConfig
 }
 
 // ImageResult is what an image writer reports.
@@ -127,6 +130,7 @@ type Agent struct {
 	verifyCA    string
 	lockedDown  bool
 	partUUIDs   *proto.PartitionUUIDs
+	lookupCfg   proto.LookupConfig
 	baseCtx     context.Context
 	server      *http.Server
 
@@ -440,6 +444,8 @@ func (a *Agent) applyLookup(resp proto.LookupResponse) error {
 	defer a.mu.Unlock()
 	n := resp.Node
 	a.node = &n
+	a.lookupCfg = resp.Config
+	a.lookupCfg.AgentToken = ""
 	if resp.Config.HeartbeatTimeout > 0 {
 		a.hbTimeout = time.Duration(resp.Config.HeartbeatTimeout) * time.Second
 	}

@@ -137,8 +137,11 @@ func (a *Agent) writeImage(ctx context.Context, info proto.ImageInfo, cd json.Ra
 	if a.deps.WriteImage == nil {
 		return ImageResult{}, notAvailable("image writing")
 	}
+	a.mu.Lock()
+	lc := a.lookupCfg
+	a.mu.Unlock()
 	res, err := a.deps.WriteImage(ctx, ImageRequest{Info: info, Configdrive: cd, Node: node, Safety: a.safety,
-		Progress: progress, Log: a.log.With("image", info.ID)})
+		Progress: progress, Log: a.log.With("image", info.ID), Lookup: lc})
 	if err != nil {
 		return ImageResult{}, fmt.Errorf("write image %s: %w", info.ID, err)
 	}

@@ -52,6 +52,13 @@ type Config struct {
 	Ramdisk string
 	// ExtraMACs are added to the lookup (for running outside a ramdisk).
 	ExtraMACs []string
+	// Network says whether the agent configures the network itself (links
+	// up, DHCP or ip=): "auto" (default: only inside a ramdisk), "true" or
+	// "false". On a workstation the network is already up.
+	Network string
+	// IPArg is the kernel's ip= argument ("" when absent), for the network
+	// bring-up.
+	IPArg string
 }
 
 // DefaultConfig returns IPA's defaults.
@@ -62,6 +69,7 @@ func DefaultConfig() Config {
 		AutoTLS:       true,
 		PluginDir:     steps.DefaultPluginDir,
 		Ramdisk:       "auto",
+		Network:       "auto",
 	}
 }
 
@@ -165,6 +173,8 @@ func ParseCmdline(c *Config, cmdline string, log *slog.Logger) {
 			c.LookupTimeout = time.Duration(f * float64(time.Second))
 		case "kiln-plugin-dir":
 			c.PluginDir = val
+		case "ip":
+			c.IPArg = val
 		}
 	}
 }
@@ -292,6 +302,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(listFlag{&c.AllowDevices}, "allow-device", "device destructive steps may touch outside a ramdisk (repeatable)")
 	fs.StringVar(&c.Ramdisk, "ramdisk", c.Ramdisk, "running in a ramdisk: auto, true or false")
 	fs.Var(listFlag{&c.ExtraMACs}, "lookup-mac", "extra MAC address to look up with (repeatable)")
+	fs.StringVar(&c.Network, "network", c.Network, "configure the network (links, DHCP, ip=): auto (only in a ramdisk), true or false")
+	fs.StringVar(&c.IPArg, "ip", c.IPArg, "the kernel's ip= argument for the network bring-up")
 }
 
 // Validate reports configuration the agent cannot run with.
@@ -303,6 +315,11 @@ func (c *Config) Validate() error {
 	case "auto", "true", "false":
 	default:
 		return fmt.Errorf("--ramdisk must be auto, true or false, not %q", c.Ramdisk)
+	}
+	switch c.Network {
+	case "auto", "true", "false":
+	default:
+		return fmt.Errorf("--network must be auto, true or false, not %q", c.Network)
 	}
 	for _, m := range c.ExtraMACs {
 		if _, err := net.ParseMAC(m); err != nil {

@@ -2,15 +2,28 @@
 // protocol to a Kiln or Ironic controller. In the initramfs it runs as the init
 // payload and never exits; outside one (development) it behaves like any
 // program and refuses destructive work on devices not named with --allow-device.
+//
+// At start, inside the ramdisk, it loads the kernel modules the initramfs
+// ships (initramfs/modload) in dependency order, then brings the network up
+// (agent/netconf: BOOTIF first, DHCP or the kernel's ip=). Outside a ramdisk
+// the network is left alone unless --network=true. The hardware parts wired
+// into the runtime: inventory (agent/inventory), the image writer and the
+// disk steps (agent/hwmgr).
 package main
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/kilnhq/kiln/agent"
+	"github.com/kilnhq/kiln/agent/hwmgr"
+	"github.com/kilnhq/kiln/agent/inventory"
+	"github.com/kilnhq/kiln/agent/netconf"
+	"github.com/kilnhq/kiln/initramfs/modload"
 )
 
 func main() {
@@ -32,15 +45,27 @@ func main() {
 		select {}
 	}
 	log.Info("kiln-agent starting", "version", agent.Version, "in_ramdisk", safety.InRamdisk,
-		"api_url", cfg.APIURL, "bootif", cfg.BootIF)
+		"api_url", cfg.APIURL, "bootif", cfg.BootIF, "allow_devices", cfg.AllowDevices)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	agent.HandlePowerSignals(ctx, log, safety.InRamdisk, cancel)
 
-	deps := agent.Deps{Log: log, Ring: ring, Safety: safety}
-	// Hardware parts (inventory, network, image writer, disks) are wired here
-	// as their packages land: deps.Inventory, deps.NetworkUp, deps.WriteImage, …
+	if safety.InRamdisk {
+		loadModules(ctx, log)
+	}
+
+	hw := hwmgr.New(hwmgr.Options{Log: log})
+	deps := agent.Deps{Log: log, Ring: ring, Safety: safety,
+		WriteImage: hw.WriteImage,
+		Generic:    hw.AddSteps,
+		Inventory: func(ctx context.Context) (any, error) {
+			return inventory.Collect(ctx, inventory.Options{BootIF: cfg.BootIF, CollectLLDP: cfg.CollectLLDP, Logger: log})
+		},
+	}
+	if wantNetwork(cfg.Network, safety.InRamdisk) {
+		deps.NetworkUp = networkUp(cfg, log)
+	}
 	err = agent.Supervise(ctx, log, safety.InRamdisk, 30*time.Second, func(ctx context.Context) error {
 		a, err := agent.New(ctx, cfg, deps)
 		if err != nil {
@@ -55,5 +80,59 @@ func main() {
 	if err != nil && ctx.Err() == nil {
 		log.Error("kiln-agent stopped", "err", err)
 		os.Exit(1)
+	}
+}
+
+// wantNetwork decides whether the agent configures the network: always in a
+// ramdisk (nobody else will), on a workstation only when asked.
+func wantNetwork(mode string, inRamdisk bool) bool {
+	switch mode {
+	case "true":
+		return true
+	case "false":
+		return false
+	}
+	return inRamdisk
+}
+
+// loadModules inserts the initramfs's kernel modules, when it ships any.
+func loadModules(ctx context.Context, log *slog.Logger) {
+	if _, err := os.Stat(modload.Dir); errors.Is(err, os.ErrNotExist) {
+		log.Info("no kernel modules to load", "dir", modload.Dir)
+		return
+	}
+	start := time.Now()
+	loaded, err := modload.Load(ctx, log, modload.Dir, nil)
+	if err != nil {
+		log.Warn("some kernel modules did not load", "err", err)
+	}
+	log.Info("kernel modules loaded", "count", len(loaded), "took", time.Since(start).Round(time.Millisecond))
+}
+
+// networkUp is Deps.NetworkUp: the first success brings the links up and
+// gets an address (DHCP or ip=); every call then waits until the controller
+// answers on TCP, so the lookup does not start into a dead network.
+func networkUp(cfg agent.Config, log *slog.Logger) func(ctx context.Context) error {
+	var mu sync.Mutex
+	up := false
+	return func(ctx context.Context) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if !up {
+			res, err := netconf.Bringup(ctx, netconf.BringupOptions{BootIF: cfg.BootIF, IPArg: cfg.IPArg, Logger: log})
+			if err != nil {
+				return err
+			}
+			up = true
+			log.Info("network up", "interface", res.Interface, "links", res.Links, "leases", len(res.Leases))
+		}
+		url := cfg.APIURL
+		if url == "" {
+			url = cfg.InspectionCallbackURL
+		}
+		if url == "" {
+			return nil
+		}
+		return netconf.WaitReachable(ctx, url, time.Minute)
 	}
 }
