@@ -1,0 +1,260 @@
+package redfish
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/stmcginnis/gofish"
+	"github.com/stmcginnis/gofish/schemas"
+
+	"github.com/kilnhq/kiln/proto"
+)
+
+// Pool keeps one connection per BMC account (address + user): the gofish
+// client, the service root, the cached session and the per-BMC limits. Every
+// node whose driver_info names that account shares it, so a controller
+// holds at most one session per BMC however many operations run.
+type Pool struct {
+	limits Limits
+	log    *slog.Logger
+
+	mu     sync.Mutex
+	conns  map[string]*conn
+	closed bool
+}
+
+// NewPool returns an empty pool whose connections obey l.
+func NewPool(l Limits, log *slog.Logger) *Pool {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Pool{limits: l, log: log, conns: map[string]*conn{}}
+}
+
+// Default is the pool of the registered "redfish" interfaces.
+var Default = NewPool(Limits{}, nil)
+
+// Shutdown logs out of every BMC session the registered interfaces opened;
+// the controller calls it when it stops.
+func Shutdown(ctx context.Context) error { return Default.Close(ctx) }
+
+// Close logs out every cached session and forgets the connections. The pool
+// stays usable: a later operation opens new sessions.
+func (p *Pool) Close(ctx context.Context) error {
+	p.mu.Lock()
+	conns := p.conns
+	p.conns = map[string]*conn{}
+	p.mu.Unlock()
+	var errs []error
+	var wg sync.WaitGroup
+	var emu sync.Mutex
+	sem := make(chan struct{}, 32)
+	for _, c := range conns {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := c.tr.logout(ctx); err != nil {
+				emu.Lock()
+				errs = append(errs, fmt.Errorf("log out of %s: %w", c.endpoint, err))
+				emu.Unlock()
+			}
+			c.base.CloseIdleConnections()
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Sessions returns how many connections hold a session (for tests and metrics).
+func (p *Pool) Sessions() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, c := range p.conns {
+		c.tr.mu.Lock()
+		if c.tr.token != "" {
+			n++
+		}
+		c.tr.mu.Unlock()
+	}
+	return n
+}
+
+// conn is one BMC account's connection.
+type conn struct {
+	endpoint string
+	base     *http.Transport
+	tr       *transport
+	http     *http.Client
+
+	mu      sync.Mutex
+	api     *gofish.APIClient
+	vendor  Vendor
+	systems map[string]string // configured system ID ("" = the only one) → path
+}
+
+func (p *Pool) conn(in Info) (*conn, error) {
+	key := in.Endpoint + "\x00" + in.Username
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c, ok := p.conns[key]; ok {
+		c.tr.setCredentials(in.Username, in.Password, in.AuthType)
+		return c, nil
+	}
+	tlsConf := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: !in.VerifyCA} //nolint:gosec // operator's choice (redfish_verify_ca=false), as BMCs ship self-signed certificates
+	if in.CAFile != "" {
+		pem, err := os.ReadFile(in.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("read redfish_verify_ca bundle: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("redfish_verify_ca bundle %s holds no PEM certificate", in.CAFile)
+		}
+		tlsConf.RootCAs = pool
+	}
+	l := p.limits.withDefaults()
+	base := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSClientConfig:     tlsConf,
+		TLSHandshakeTimeout: 10 * time.Second,
+		MaxIdleConnsPerHost: l.Concurrency,
+		IdleConnTimeout:     60 * time.Second,
+	}
+	tr := newTransport(base, in.Endpoint, in.Username, in.Password, in.AuthType, l)
+	c := &conn{endpoint: in.Endpoint, base: base, tr: tr, http: &http.Client{Transport: tr}, systems: map[string]string{}}
+	p.conns[key] = c
+	return c, nil
+}
+
+// client returns the gofish client bound to ctx, reading the service root
+// on first use.
+func (c *conn) client(ctx context.Context) (*gofish.APIClient, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.api == nil {
+		api, err := gofish.ConnectContext(ctx, gofish.ClientConfig{
+			Endpoint: c.endpoint, HTTPClient: c.http, ReuseConnections: true,
+			NoModifyTransport: true, MaxConcurrentRequests: int64(c.tr.limits.Concurrency),
+		})
+		if err != nil {
+			return nil, c.fail("read the service root", err)
+		}
+		c.api = api
+		if api.Service != nil {
+			c.vendor.Vendor, c.vendor.Product = api.Service.Vendor, api.Service.Product
+		}
+	}
+	return c.api.WithContext(ctx), nil
+}
+
+// fail names the BMC and the step in err, keeping a BMCError's own text
+// (which already names BMC, request and answer).
+func (c *conn) fail(what string, err error) error {
+	var be *BMCError
+	if errors.As(err, &be) {
+		return fmt.Errorf("%s: %w", what, be)
+	}
+	return fmt.Errorf("BMC %s: %s: %w", c.endpoint, what, err)
+}
+
+// session is one operation on one node: the connection, the bound client
+// and the node's system.
+type session struct {
+	*conn
+	info Info
+	api  *gofish.APIClient
+	node *proto.Node
+}
+
+func (p *Pool) open(ctx context.Context, n *proto.Node) (*session, error) {
+	in, err := ParseInfo(n)
+	if err != nil {
+		return nil, err
+	}
+	c, err := p.conn(in)
+	if err != nil {
+		return nil, err
+	}
+	api, err := c.client(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &session{conn: c, info: in, api: api, node: n}, nil
+}
+
+// system reads the node's ComputerSystem (fresh: its ETag guards PATCHes).
+func (s *session) system() (*schemas.ComputerSystem, error) {
+	path, err := s.systemPath()
+	if err != nil {
+		return nil, err
+	}
+	sys, err := schemas.GetObject[schemas.ComputerSystem](s.api, path)
+	if err != nil {
+		var be *BMCError
+		if errors.As(err, &be) && be.Status == http.StatusNotFound && s.info.SystemID != "" {
+			return nil, fmt.Errorf("BMC %s has no system %s (driver_info redfish_system_id): %w", s.endpoint, s.info.SystemID, be)
+		}
+		return nil, s.fail("read system "+path, err)
+	}
+	s.mu.Lock()
+	if s.vendor.Manufacturer == "" {
+		s.vendor.Manufacturer, s.vendor.Model = sys.Manufacturer, sys.Model
+	}
+	s.mu.Unlock()
+	return sys, nil
+}
+
+// systemPath resolves the configured system: the given ID, or the only
+// system of the service (cached).
+func (s *session) systemPath() (string, error) {
+	if p := s.info.systemPath(); p != "" {
+		return p, nil
+	}
+	s.mu.Lock()
+	p, ok := s.systems[""]
+	s.mu.Unlock()
+	if ok {
+		return p, nil
+	}
+	root := s.api.Service
+	systems, err := root.Systems()
+	if err != nil {
+		return "", s.fail("list systems", err)
+	}
+	switch len(systems) {
+	case 0:
+		return "", fmt.Errorf("BMC %s lists no systems", s.endpoint)
+	case 1:
+	default:
+		var ids []string
+		for _, x := range systems {
+			ids = append(ids, x.ODataID)
+		}
+		return "", fmt.Errorf("BMC %s has %d systems (%s): set driver_info redfish_system_id to one of them", s.endpoint, len(systems), strings.Join(ids, ", "))
+	}
+	s.mu.Lock()
+	s.systems[""] = systems[0].ODataID
+	s.mu.Unlock()
+	return systems[0].ODataID, nil
+}
+
+// quirks returns the quirks that apply to this BMC.
+func (s *session) quirks() []Quirk {
+	s.mu.Lock()
+	v := s.vendor
+	s.mu.Unlock()
+	return QuirksFor(v)
+}

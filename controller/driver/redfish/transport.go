@@ -1,0 +1,412 @@
+package redfish
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Auth types of driver_info["redfish_auth_type"], as Ironic names them.
+const (
+	AuthBasic   = "basic"
+	AuthSession = "session"
+	AuthAuto    = "auto" // session, falling back to basic when the BMC refuses sessions
+)
+
+const sessionsPath = "/redfish/v1/SessionService/Sessions"
+
+// BMCError is a failed exchange with a BMC: which BMC, which request, and
+// what it answered (or why no answer came). Its text is what a node's
+// last_error shows, so it names all three.
+type BMCError struct {
+	BMC    string // endpoint, e.g. https://10.0.0.5
+	Method string
+	Path   string
+	Status int    // HTTP status, 0 when no answer came
+	Answer string // Redfish message (code and text), or the transport error
+	Err    error  // transport error, nil when the BMC answered
+}
+
+func (e *BMCError) Error() string {
+	if e.Status == 0 {
+		return fmt.Sprintf("BMC %s: %s %s: no answer: %s", e.BMC, e.Method, e.Path, e.Answer)
+	}
+	return fmt.Sprintf("BMC %s: %s %s: %d %s: %s", e.BMC, e.Method, e.Path, e.Status, http.StatusText(e.Status), e.Answer)
+}
+
+func (e *BMCError) Unwrap() error { return e.Err }
+
+// Limits paces the requests sent to one BMC. BMCs are small embedded
+// computers: a handful of concurrent requests overloads many of them.
+type Limits struct {
+	// Concurrency caps requests in flight to one BMC (default 4).
+	Concurrency int
+	// Interval is the minimum gap between the starts of two requests to one
+	// BMC (default 0: no pacing beyond Concurrency).
+	Interval time.Duration
+	// Retries is how many times a request is repeated after a connection
+	// error or a 5xx answer (default 3); Backoff is the first delay, doubled
+	// each time up to MaxBackoff (defaults 200 ms and 3 s).
+	Retries             int
+	Backoff, MaxBackoff time.Duration
+	// RequestTimeout bounds one HTTP exchange (default 30 s).
+	RequestTimeout time.Duration
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.Concurrency <= 0 {
+		l.Concurrency = 4
+	}
+	if l.Retries < 0 {
+		l.Retries = 0
+	} else if l.Retries == 0 {
+		l.Retries = 3
+	}
+	if l.Backoff <= 0 {
+		l.Backoff = 200 * time.Millisecond
+	}
+	if l.MaxBackoff <= 0 {
+		l.MaxBackoff = 3 * time.Second
+	}
+	if l.RequestTimeout <= 0 {
+		l.RequestTimeout = 30 * time.Second
+	}
+	return l
+}
+
+// transport is the http.RoundTripper under one BMC's gofish client. It owns
+// everything gofish leaves to the caller: authentication (one cached session,
+// re-created on 401, or basic auth), the concurrency limit and pacing, and
+// retries on connection errors and 5xx. Failed answers become *BMCError.
+type transport struct {
+	base     http.RoundTripper
+	endpoint string
+	limits   Limits
+	sem      chan struct{}
+
+	mu         sync.Mutex
+	user, pass string
+	authType   string
+	token      string // X-Auth-Token of the cached session
+	sessionURL string // its Location, for logout
+	useBasic   bool   // auto mode fell back to basic auth
+	nextStart  time.Time
+}
+
+func newTransport(base http.RoundTripper, endpoint, user, pass, authType string, l Limits) *transport {
+	l = l.withDefaults()
+	return &transport{base: base, endpoint: endpoint, limits: l, sem: make(chan struct{}, l.Concurrency),
+		user: user, pass: pass, authType: authType}
+}
+
+// setCredentials updates the account; a change drops the cached session.
+func (t *transport) setCredentials(user, pass, authType string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.user == user && t.pass == pass && t.authType == authType {
+		return
+	}
+	t.user, t.pass, t.authType = user, pass, authType
+	t.token, t.sessionURL, t.useBasic = "", "", false
+}
+
+// acquire takes a concurrency slot and waits for the pacing interval.
+func (t *transport) acquire(ctx context.Context) error {
+	select {
+	case t.sem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if t.limits.Interval <= 0 {
+		return nil
+	}
+	t.mu.Lock()
+	now := time.Now()
+	start := t.nextStart
+	if start.Before(now) {
+		start = now
+	}
+	t.nextStart = start.Add(t.limits.Interval)
+	t.mu.Unlock()
+	if d := time.Until(start); d > 0 {
+		if err := sleep(ctx, d); err != nil {
+			<-t.sem
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *transport) release() { <-t.sem }
+
+func sleep(ctx context.Context, d time.Duration) error {
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-tm.C:
+		return nil
+	}
+}
+
+// RoundTrip sends req with authentication, retrying as Limits say.
+func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	var body []byte
+	if req.Body != nil {
+		b, err := io.ReadAll(req.Body)
+		req.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		body = b
+	}
+	ctx := req.Context()
+	backoff := t.limits.Backoff
+	reauthed := false
+	for attempt := 0; ; attempt++ {
+		resp, err := t.once(ctx, req, body)
+		retry := false
+		switch {
+		case err != nil:
+			retry = ctx.Err() == nil
+		case resp.StatusCode == http.StatusUnauthorized && !reauthed && t.dropSession():
+			// The session expired (BMC timeout or reboot): log in again once.
+			drain(resp)
+			reauthed = true
+			attempt--
+			continue
+		case resp.StatusCode >= 500:
+			retry = true
+		}
+		if !retry || attempt >= t.limits.Retries {
+			if err != nil {
+				return nil, &BMCError{BMC: t.endpoint, Method: req.Method, Path: req.URL.Path, Answer: err.Error(), Err: err}
+			}
+			if resp.StatusCode >= 400 {
+				return nil, t.answerError(req, resp)
+			}
+			return resp, nil
+		}
+		if resp != nil {
+			drain(resp)
+		}
+		if err := sleep(ctx, backoff); err != nil {
+			return nil, &BMCError{BMC: t.endpoint, Method: req.Method, Path: req.URL.Path, Answer: err.Error(), Err: err}
+		}
+		backoff = min(backoff*2, t.limits.MaxBackoff)
+	}
+}
+
+func drain(resp *http.Response) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+}
+
+// once sends one attempt.
+func (t *transport) once(ctx context.Context, orig *http.Request, body []byte) (*http.Response, error) {
+	auth, err := t.authHeader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.acquire(ctx); err != nil {
+		return nil, err
+	}
+	defer t.release()
+	rctx, cancel := context.WithTimeout(ctx, t.limits.RequestTimeout)
+	req := orig.Clone(rctx)
+	req.Body = nil
+	if body != nil {
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		req.ContentLength = int64(len(body))
+	}
+	req.Header.Del("Authorization")
+	req.Header.Del("X-Auth-Token")
+	if auth[0] != "" {
+		req.Header.Set(auth[0], auth[1])
+	}
+	resp, err := t.base.RoundTrip(req)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	// Read the body now so the per-request timeout can be released.
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	resp.Body.Close()
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+	return resp, nil
+}
+
+// authHeader returns the header to send, logging in first when needed.
+func (t *transport) authHeader(ctx context.Context) ([2]string, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.user == "" {
+		return [2]string{}, nil
+	}
+	basic := [2]string{"Authorization", "Basic " + base64.StdEncoding.EncodeToString([]byte(t.user+":"+t.pass))}
+	if t.authType == AuthBasic || t.useBasic {
+		return basic, nil
+	}
+	if t.token != "" {
+		return [2]string{"X-Auth-Token", t.token}, nil
+	}
+	// Logging in under the lock: concurrent callers wait for one session
+	// instead of each creating their own.
+	err := t.login(ctx)
+	if err == nil {
+		return [2]string{"X-Auth-Token", t.token}, nil
+	}
+	var be *BMCError
+	if t.authType == AuthAuto && errors.As(err, &be) && be.Status != 0 && be.Status != http.StatusUnauthorized {
+		// The BMC has no usable session service (absent, or all sessions
+		// taken): basic auth works on every Redfish service.
+		t.useBasic = true
+		return basic, nil
+	}
+	return [2]string{}, err
+}
+
+// login creates a session, retrying 5xx and connection errors (a BMC whose
+// sessions are all taken answers 503).
+func (t *transport) login(ctx context.Context) error {
+	payload, _ := json.Marshal(map[string]string{"UserName": t.user, "Password": t.pass})
+	backoff := t.limits.Backoff
+	for attempt := 0; ; attempt++ {
+		err := t.loginOnce(ctx, payload)
+		var be *BMCError
+		if err == nil || !errors.As(err, &be) || (be.Status != 0 && be.Status < 500) || attempt >= t.limits.Retries || ctx.Err() != nil {
+			return err
+		}
+		if err := sleep(ctx, backoff); err != nil {
+			return err
+		}
+		backoff = min(backoff*2, t.limits.MaxBackoff)
+	}
+}
+
+func (t *transport) loginOnce(ctx context.Context, payload []byte) error {
+	if err := t.acquire(ctx); err != nil {
+		return err
+	}
+	defer t.release()
+	rctx, cancel := context.WithTimeout(ctx, t.limits.RequestTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, t.endpoint+sessionsPath, bytes.NewReader(payload))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	resp, err := t.base.RoundTrip(req)
+	if err != nil {
+		return &BMCError{BMC: t.endpoint, Method: "POST", Path: sessionsPath, Answer: err.Error(), Err: err}
+	}
+	if resp.StatusCode >= 300 {
+		e := t.answerError(req, resp)
+		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+			e.Answer += " (check redfish_username and redfish_password)"
+		}
+		return e
+	}
+	drain(resp)
+	tok := resp.Header.Get("X-Auth-Token")
+	if tok == "" {
+		return &BMCError{BMC: t.endpoint, Method: "POST", Path: sessionsPath, Status: resp.StatusCode, Answer: "session created without an X-Auth-Token header"}
+	}
+	t.token = tok
+	t.sessionURL = resp.Header.Get("Location")
+	return nil
+}
+
+// dropSession forgets the cached session; false when there was none (basic
+// auth), so a 401 is final.
+func (t *transport) dropSession() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.token == "" {
+		return false
+	}
+	t.token, t.sessionURL = "", ""
+	return true
+}
+
+// logout deletes the cached session on the BMC.
+func (t *transport) logout(ctx context.Context) error {
+	t.mu.Lock()
+	tok, loc := t.token, t.sessionURL
+	t.token, t.sessionURL = "", ""
+	t.mu.Unlock()
+	if tok == "" || loc == "" {
+		return nil
+	}
+	if !strings.HasPrefix(loc, "http") {
+		loc = t.endpoint + loc
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, loc, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("X-Auth-Token", tok)
+	resp, err := t.base.RoundTrip(req)
+	if err != nil {
+		return &BMCError{BMC: t.endpoint, Method: "DELETE", Path: req.URL.Path, Answer: err.Error(), Err: err}
+	}
+	defer drain(resp)
+	if resp.StatusCode >= 300 && resp.StatusCode != http.StatusNotFound && resp.StatusCode != http.StatusUnauthorized {
+		return t.answerError(req, resp)
+	}
+	return nil
+}
+
+// answerError turns a failed answer into a BMCError carrying the Redfish
+// message (error.code, error.message and the extended info messages).
+func (t *transport) answerError(req *http.Request, resp *http.Response) *BMCError {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	return &BMCError{BMC: t.endpoint, Method: req.Method, Path: req.URL.Path, Status: resp.StatusCode, Answer: redfishMessage(b)}
+}
+
+// redfishMessage extracts the human part of a Redfish error body.
+func redfishMessage(b []byte) string {
+	var doc struct {
+		Error struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+			Info    []struct {
+				MessageID string `json:"MessageId"`
+				Message   string `json:"Message"`
+			} `json:"@Message.ExtendedInfo"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil || (doc.Error.Code == "" && doc.Error.Message == "" && len(doc.Error.Info) == 0) {
+		s := strings.TrimSpace(string(b))
+		if len(s) > 300 {
+			s = s[:300] + "…"
+		}
+		if s == "" {
+			s = "(empty body)"
+		}
+		return s
+	}
+	parts := []string{}
+	if doc.Error.Code != "" || doc.Error.Message != "" {
+		parts = append(parts, strings.TrimSpace(doc.Error.Code+" "+doc.Error.Message))
+	}
+	for _, m := range doc.Error.Info {
+		parts = append(parts, strings.TrimSpace(m.MessageID+": "+m.Message))
+	}
+	return strings.Join(parts, "; ")
+}
