@@ -50,6 +50,7 @@ func (b *Backend) decide(n *proto.Node) boot.Decision {
 	}
 	d := boot.Decision{Action: boot.BootAgent, NodeUUID: n.UUID,
 		KernelURL: b.fileURL(n.DriverInfo["deploy_kernel"]), RamdiskURL: b.fileURL(n.DriverInfo["deploy_ramdisk"])}
+	d.Inspect = n.ProvisionState == proto.StateInspectWait || n.ProvisionState == proto.StateInspecting
 	if extra, ok := n.DriverInfo["kernel_append_params"].(string); ok && extra != "" {
 		d.ExtraKernelArgs = strings.Fields(extra)
 	}
