@@ -72,12 +72,16 @@ EOF
 mcopy -i "$esp" "$work/syslinux.cfg" ::/syslinux/syslinux.cfg
 syslinux --install --directory /syslinux "$esp"
 
-# 4. The disk: GPT with the ESP at 1 MiB, marked legacy-BIOS-bootable, and
-# SYSLINUX's GPT-aware MBR boot code.
+# 4. The disk: GPT with the ESP at 1 MiB, marked legacy-BIOS-bootable, a
+# small ext4 root partition (the agent reports the root partition's UUID, as
+# for any whole-disk OS image), and SYSLINUX's GPT-aware MBR boot code.
 img=$work/$id.raw
-truncate -s 66M "$img"
-sgdisk -o -n 1:2048:+64M -t 1:ef00 -c 1:ESP -A 1:set:2 "$img" >/dev/null
+truncate -s 70M "$img"
+sgdisk -o -n 1:2048:+64M -t 1:ef00 -c 1:ESP -A 1:set:2 -n 2:0:+4M -t 2:8304 -c 2:root "$img" >/dev/null
 dd if="$esp" of="$img" bs=1M seek=1 conv=notrunc,sparse status=none
+truncate -s 4M "$work/root.img"
+mkfs.ext4 -q -F -L root "$work/root.img"
+dd if="$work/root.img" of="$img" bs=1M seek=65 conv=notrunc,sparse status=none
 dd if="$gptmbr" of="$img" bs=440 count=1 conv=notrunc status=none
 
 # 5. The formats the tests deploy.
