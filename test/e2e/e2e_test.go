@@ -56,6 +56,11 @@ func (l *lab) checkBooted(after int, image string, t0 time.Time) {
 		l.t.Errorf("the disk booted %q, want image=%s", line, image)
 	}
 	if !strings.Contains(line, "config-2="+l.node) || !strings.Contains(line, "hostname=e2e-"+l.name) {
+		for _, s := range strings.Split(l.serialSince(after), "\n") {
+			if strings.Contains(s, "deployedos:") || strings.Contains(s, "configdrive") || strings.Contains(s, "config drive") {
+				l.t.Logf("console: %s", strings.TrimSpace(s))
+			}
+		}
 		l.t.Errorf("the deployed OS did not read the config drive (uuid %s, hostname e2e-%s): %q", l.node, l.name, line)
 	}
 }

@@ -52,7 +52,10 @@ func main() {
 	image := arg("kiln.e2e.image")
 	uuid, host := "none", "none"
 	// virtio_blk probes asynchronously; give the partitions a moment.
-	for range 20 {
+	for i := range 50 {
+		if i == 49 {
+			fmt.Println("deployedos: no config-2 device among", describeBlocks())
+		}
 		if u, h, ok := configDrive(); ok {
 			uuid, host = u, h
 			break
@@ -88,20 +91,46 @@ func configDrive() (uuid, host string, ok bool) {
 		if err != nil {
 			continue
 		}
-		buf := make([]byte, 2<<20)
-		n, _ := io.ReadFull(f, buf)
+		head := make([]byte, 0x8000+72)
+		if _, err := io.ReadFull(f, head); err != nil {
+			f.Close()
+			continue
+		}
+		// Primary volume descriptor at 32 KiB: type 1, "CD001", volume ID at 40.
+		if string(head[0x8001:0x8006]) != "CD001" || strings.TrimSpace(string(head[0x8000+40:0x8000+72])) != "config-2" {
+			f.Close()
+			continue
+		}
+		// Config drives are at most 64 MiB; the files may sit anywhere in it.
+		buf := make([]byte, 64<<20)
+		n, _ := f.ReadAt(buf, 0)
 		f.Close()
 		buf = buf[:n]
-		// Primary volume descriptor at 32 KiB: type 1, "CD001", volume ID at 40.
-		if len(buf) < 0x8000+72 || string(buf[0x8001:0x8006]) != "CD001" {
-			continue
-		}
-		if strings.TrimSpace(string(buf[0x8000+40:0x8000+72])) != "config-2" {
-			continue
-		}
 		return jsonString(buf, "uuid"), jsonString(buf, "hostname"), true
 	}
 	return "", "", false
+}
+
+// describeBlocks lists the block devices with what is at the ISO 9660
+// descriptor offset, for the log when no config drive is found.
+func describeBlocks() string {
+	var out []string
+	devs, _ := filepath.Glob("/sys/class/block/*")
+	for _, d := range devs {
+		name := filepath.Base(d)
+		desc := name
+		if f, err := os.Open("/dev/" + name); err == nil {
+			b := make([]byte, 72)
+			if _, err := f.ReadAt(b, 0x8000); err == nil {
+				desc += fmt.Sprintf("(%q %q)", b[1:6], bytes.TrimSpace(b[40:72]))
+			}
+			f.Close()
+		} else {
+			desc += "(" + err.Error() + ")"
+		}
+		out = append(out, desc)
+	}
+	return strings.Join(out, " ")
 }
 
 // jsonString finds "key": "value" in b and returns value ("none" if absent).
