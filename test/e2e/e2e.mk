@@ -12,8 +12,8 @@ E2E_TIMEOUT ?= 20m
 
 .PHONY: e2e demo
 
-e2e: initramfs
+e2e: initramfs ## Kiln provisioning QEMU machines end to end (test/e2e, ~6 min)
 	$(GO) test -tags e2e -count=1 -v -timeout $(E2E_TIMEOUT) -run '$(E2E_RUN)' ./test/e2e/
 
-demo: initramfs
+demo: initramfs ## kiln serve + one QEMU machine deployed end to end, left running (scripts/demo.sh)
 	scripts/demo.sh
