@@ -96,8 +96,9 @@ func configDrive() (uuid, host string, ok bool) {
 			f.Close()
 			continue
 		}
-		// Primary volume descriptor at 32 KiB: type 1, "CD001", volume ID at 40.
-		if string(head[0x8001:0x8006]) != "CD001" || strings.TrimSpace(string(head[0x8000+40:0x8000+72])) != "config-2" {
+		// Primary volume descriptor at 32 KiB: type 1, "CD001", volume ID at
+		// 40 (padded with spaces, or NULs as go-diskfs writes it).
+		if string(head[0x8001:0x8006]) != "CD001" || strings.Trim(string(head[0x8000+40:0x8000+72]), " \x00") != "config-2" {
 			f.Close()
 			continue
 		}
