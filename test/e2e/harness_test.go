@@ -388,7 +388,8 @@ func (l *lab) waitState(want string, timeout time.Duration, p *phase) node {
 				p.heartbeat = time.Now()
 			}
 		}
-		if n.ProvisionState == want && (n.TargetProvision == nil || *n.TargetProvision == "") {
+		// A failed state keeps its target (deploy failed → active), as in Ironic.
+		if n.ProvisionState == want && (n.TargetProvision == nil || *n.TargetProvision == "" || strings.HasSuffix(want, "failed")) {
 			return n
 		}
 		if strings.HasSuffix(n.ProvisionState, "failed") && !strings.HasSuffix(want, "failed") {
