@@ -98,6 +98,32 @@ func TestFlagsOverrideCmdline(t *testing.T) {
 	}
 }
 
+func TestNetworkAndIPArg(t *testing.T) {
+	c := DefaultConfig()
+	if c.Network != "auto" {
+		t.Fatalf("default --network %q, want auto", c.Network)
+	}
+	ParseCmdline(&c, "ipa-api-url=http://a:1 ip=10.0.0.5::10.0.0.1:255.255.255.0::eth0:off", nil)
+	if c.IPArg != "10.0.0.5::10.0.0.1:255.255.255.0::eth0:off" {
+		t.Fatalf("ip= not kept: %q", c.IPArg)
+	}
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	c.RegisterFlags(fs)
+	if err := fs.Parse([]string{"--network=false", "--ip=dhcp"}); err != nil {
+		t.Fatal(err)
+	}
+	if c.Network != "false" || c.IPArg != "dhcp" {
+		t.Fatalf("%+v", c)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	c.Network = "maybe"
+	if err := c.Validate(); err == nil {
+		t.Fatal("bad --network accepted")
+	}
+}
+
 func FuzzParseCmdline(f *testing.F) {
 	f.Add(`ipa-api-url=http://10.0.0.1:6385 BOOTIF=01-52-54-00-12-34-56 ipa-lookup-timeout=1e3`)
 	f.Add(`ipa-inspection-collectors="a,b" ipa-listen-port=0 ipa-advertise-host=[::1] ipa-insecure=yes`)

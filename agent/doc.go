@@ -7,11 +7,11 @@
 // Wiring, in agent/cmd/kiln-agent:
 //
 //	deps := agent.Deps{Log: log, Ring: ring, Safety: agent.SafetyFor(cfg)}
-//	deps.NetworkUp = netconf.Up                 // func(ctx) error
-//	deps.Inventory = func(ctx context.Context) (any, error) { return inventory.Collect(ctx) }
-//	deps.WriteImage = image.Write               // func(ctx, agent.ImageRequest) (agent.ImageResult, error)
-//	deps.InstallBootloader = disk.InstallBootloader
-//	deps.Generic = func(m *steps.FuncManager) { disk.AddSteps(m) } // erase_devices, …
+//	deps.NetworkUp = func(ctx context.Context) error { … netconf.Bringup … netconf.WaitReachable … }
+//	deps.Inventory = func(ctx context.Context) (any, error) { return inventory.Collect(ctx, opts) }
+//	hw := hwmgr.New(hwmgr.Options{Log: log})
+//	deps.WriteImage = hw.WriteImage // write_image, standby.prepare_image
+//	deps.Generic = hw.AddSteps      // erase_devices*, inject_files
 //	a, err := agent.New(ctx, cfg, deps)
 //	err = a.Run(ctx)
 //

@@ -78,9 +78,9 @@ func (m *Manager) WriteImage(ctx context.Context, req agent.ImageRequest) (agent
 	if err != nil {
 		var mm *image.ChecksumMismatchError
 		if errors.As(err, &mm) {
-			return agent.ImageResult{}, fmt.Errorf("image %s on %s: %w (the start and end of the disk were zeroed)", info.ID, dev.Name, err)
+			return agent.ImageResult{}, fmt.Errorf("%w; the first and last MiB of %s were zeroed", mm, dev.Name)
 		}
-		return agent.ImageResult{}, fmt.Errorf("write image %s to %s: %w", info.ID, dev.Name, err)
+		return agent.ImageResult{}, err
 	}
 	log.Info("image written", "device", dev.Name, "format", res.Format, "size", res.Size, "written", res.Written,
 		"zeroed", res.Zeroed, "took", res.Duration)

@@ -69,7 +69,7 @@ func ParseInjectFiles(fromProperties, fromArgs any) ([]InjectFile, error) {
 			switch {
 			case f.Path == "" || !strings.HasPrefix(f.Path, "/"):
 				fails = append(fails, fmt.Sprintf("%s: expected an absolute path", b))
-			case strings.HasSuffix(f.Path, "/"):
+			case strings.HasSuffix(f.Path, "/") || path.Clean(f.Path) == "/":
 				fails = append(fails, fmt.Sprintf("%s: directories are not supported", b))
 			case path.Dir(path.Clean(f.Path)) == "/" && partitionSpec(f.Partition) == "":
 				fails = append(fails, fmt.Sprintf("%s: a file in the root directory requires \"partition\"", b))

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -76,14 +77,8 @@ func diskImage(t *testing.T) string {
 	os.MkdirAll(filepath.Join(root, "etc"), 0o755)
 	os.WriteFile(filepath.Join(root, "etc", "os-release"), []byte("ID=kilntest\n"), 0o644)
 	// Partition 2 starts at sector 2048+8192.
-	run(t, "mkfs.ext4", "-q", "-F", "-d", root, "-E", "offset="+itoa(10240*512), img, "16M")
+	run(t, "mkfs.ext4", "-q", "-F", "-d", root, "-E", "offset="+strconv.Itoa(10240*512), img, "16M")
 	return img
-}
-
-func itoa(n int) string { return jsonNum(n) }
-func jsonNum(n int) string {
-	b, _ := json.Marshal(n)
-	return string(b)
 }
 
 func sha256File(t *testing.T, path string, n int64) string {

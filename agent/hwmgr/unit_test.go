@@ -220,3 +220,24 @@ func TestStepsOffered(t *testing.T) {
 		}
 	}
 }
+
+func FuzzParseInjectFiles(f *testing.F) {
+	f.Add(`[{"path":"/etc/a","content":"eA==","mode":384}]`)
+	f.Add(`[{"path":"/a","partition":2,"deleted":true}]`)
+	f.Add(`{"path":"/etc/a"}`)
+	f.Fuzz(func(t *testing.T, s string) {
+		var v any
+		if json.Unmarshal([]byte(s), &v) != nil {
+			return
+		}
+		files, err := ParseInjectFiles(nil, v)
+		if err != nil {
+			return
+		}
+		for _, fl := range files {
+			if !strings.HasPrefix(fl.Path, "/") || strings.HasSuffix(fl.Path, "/") || (fl.Deleted && fl.Content != "") {
+				t.Fatalf("accepted %+v", fl)
+			}
+		}
+	})
+}
