@@ -2,7 +2,9 @@ package redfish
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"sort"
 	"strings"
@@ -165,8 +167,24 @@ func NodeBootMode(n *proto.Node) string {
 }
 
 // setBoot PATCHes the fields of want that differ from the current override
-// (after the vendor quirks), then reads the override back.
+// (after the vendor quirks), then reads the override back. The PATCH carries
+// the ETag of the read it was computed from; when another client changed the
+// system in between (412), it reads again and recomputes.
 func (s *session) setBoot(want BootPatch) error {
+	// Our own changes to one BMC's override are serialized, so 412 only
+	// comes from other clients.
+	s.bootMu.Lock()
+	defer s.bootMu.Unlock()
+	for attempt := 0; ; attempt++ {
+		err := s.setBootOnce(want)
+		var be *BMCError
+		if err == nil || attempt == 3 || !errors.As(err, &be) || be.Status != http.StatusPreconditionFailed {
+			return err
+		}
+	}
+}
+
+func (s *session) setBootOnce(want BootPatch) error {
 	sys, err := s.system()
 	if err != nil {
 		return err

@@ -99,6 +99,8 @@ type conn struct {
 	tr       *transport
 	http     *http.Client
 
+	bootMu sync.Mutex // serializes read-modify-write of boot overrides
+
 	mu      sync.Mutex
 	api     *gofish.APIClient
 	vendor  Vendor
@@ -110,7 +112,7 @@ func (p *Pool) conn(in Info) (*conn, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if c, ok := p.conns[key]; ok {
-		c.tr.setCredentials(in.Username, in.Password, in.AuthType)
+		c.tr.setCredentials(in.Username, in.Password, in.AuthType) // never blocks long: logins hold loginMu
 		return c, nil
 	}
 	tlsConf := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: !in.VerifyCA} //nolint:gosec // operator's choice (redfish_verify_ca=false), as BMCs ship self-signed certificates
@@ -133,7 +135,7 @@ func (p *Pool) conn(in Info) (*conn, error) {
 		MaxIdleConnsPerHost: l.Concurrency,
 		IdleConnTimeout:     60 * time.Second,
 	}
-	tr := newTransport(base, in.Endpoint, in.Username, in.Password, in.AuthType, l)
+	tr := newTransport(base, in.Endpoint, in.Username, in.Password, in.AuthType, l, p.log)
 	c := &conn{endpoint: in.Endpoint, base: base, tr: tr, http: &http.Client{Transport: tr}, systems: map[string]string{}}
 	p.conns[key] = c
 	return c, nil

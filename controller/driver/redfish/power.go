@@ -101,13 +101,19 @@ func (p *Power) SetPowerState(ctx context.Context, n *proto.Node, target proto.P
 	final := proto.PowerOn
 	switch target {
 	case proto.PowerOn:
-		if cur == proto.PowerOn {
+		if sys.PowerState == schemas.OnPowerState {
 			return nil
+		}
+		if cur == proto.PowerOn { // PoweringOn: already on the way
+			return s.waitPower(ctx, proto.PowerOn, target, timeout)
 		}
 	case proto.PowerOff, proto.PowerSoftOff:
 		final = proto.PowerOff
-		if cur == proto.PowerOff {
+		if sys.PowerState == schemas.OffPowerState {
 			return nil
+		}
+		if cur == proto.PowerOff { // PoweringOff: already on the way
+			return s.waitPower(ctx, proto.PowerOff, target, timeout)
 		}
 	case proto.PowerRebooting, proto.PowerSoftReboot:
 		if cur == proto.PowerOff {

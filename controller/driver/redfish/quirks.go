@@ -2,6 +2,7 @@ package redfish
 
 import (
 	"strings"
+	"unicode"
 
 	"github.com/stmcginnis/gofish/schemas"
 )
@@ -12,10 +13,15 @@ type Vendor struct {
 	Vendor, Product, Manufacturer, Model string
 }
 
-func (v Vendor) has(words ...string) bool {
-	all := strings.ToLower(v.Vendor + " " + v.Product + " " + v.Manufacturer + " " + v.Model)
-	for _, w := range words {
-		if strings.Contains(all, w) {
+// has reports whether any of the phrases occurs in the identity as whole
+// words (so "ami" matches "AMI MegaRAC" but not "Miami").
+func (v Vendor) has(phrases ...string) bool {
+	words := strings.FieldsFunc(strings.ToLower(v.Vendor+" "+v.Product+" "+v.Manufacturer+" "+v.Model), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
+	})
+	all := " " + strings.Join(words, " ") + " "
+	for _, p := range phrases {
+		if strings.Contains(all, " "+p+" ") {
 			return true
 		}
 	}
@@ -75,12 +81,12 @@ func QuirksFor(v Vendor) []Quirk {
 	return q
 }
 
-func isDell(v Vendor) bool { return v.has("dell", "idrac") }
-func isHPE(v Vendor) bool  { return v.has("hpe", "hewlett", "ilo") }
+func isDell(v Vendor) bool { return v.has("dell", "dell inc", "idrac") }
+func isHPE(v Vendor) bool  { return v.has("hpe", "hewlett packard enterprise", "ilo") }
 
 // isSupermicro also matches AMI MegaRAC firmware, which Supermicro ships
 // and which shares the same behaviours.
-func isSupermicro(v Vendor) bool { return v.has("supermicro", "american megatrends", "ami ") }
+func isSupermicro(v Vendor) bool { return v.has("supermicro", "american megatrends", "ami", "megarac") }
 
 // idracEnabledWithTarget: iDRAC rejects a PATCH that sets
 // BootSourceOverrideTarget without BootSourceOverrideEnabled (400, IDRAC

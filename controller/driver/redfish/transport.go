@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -53,7 +54,7 @@ type Limits struct {
 	// BMC (default 0: no pacing beyond Concurrency).
 	Interval time.Duration
 	// Retries is how many times a request is repeated after a connection
-	// error or a 5xx answer (default 3); Backoff is the first delay, doubled
+	// error or a 5xx answer (0 means the default 3, negative none); Backoff is the first delay, doubled
 	// each time up to MaxBackoff (defaults 200 ms and 3 s).
 	Retries             int
 	Backoff, MaxBackoff time.Duration
@@ -61,13 +62,14 @@ type Limits struct {
 	RequestTimeout time.Duration
 }
 
+// retries is the number of repeats, never negative.
+func (l Limits) retries() int { return max(l.Retries, 0) }
+
 func (l Limits) withDefaults() Limits {
 	if l.Concurrency <= 0 {
 		l.Concurrency = 4
 	}
-	if l.Retries < 0 {
-		l.Retries = 0
-	} else if l.Retries == 0 {
+	if l.Retries == 0 {
 		l.Retries = 3
 	}
 	if l.Backoff <= 0 {
@@ -91,6 +93,11 @@ type transport struct {
 	endpoint string
 	limits   Limits
 	sem      chan struct{}
+	log      *slog.Logger
+
+	paceMu    sync.Mutex
+	nextStart time.Time
+	loginMu   sync.Mutex // one login at a time; callers wait for its session
 
 	mu         sync.Mutex
 	user, pass string
@@ -98,13 +105,15 @@ type transport struct {
 	token      string // X-Auth-Token of the cached session
 	sessionURL string // its Location, for logout
 	useBasic   bool   // auto mode fell back to basic auth
-	nextStart  time.Time
 }
 
-func newTransport(base http.RoundTripper, endpoint, user, pass, authType string, l Limits) *transport {
+func newTransport(base http.RoundTripper, endpoint, user, pass, authType string, l Limits, log *slog.Logger) *transport {
 	l = l.withDefaults()
+	if log == nil {
+		log = slog.Default()
+	}
 	return &transport{base: base, endpoint: endpoint, limits: l, sem: make(chan struct{}, l.Concurrency),
-		user: user, pass: pass, authType: authType}
+		user: user, pass: pass, authType: authType, log: log}
 }
 
 // setCredentials updates the account; a change drops the cached session.
@@ -128,14 +137,14 @@ func (t *transport) acquire(ctx context.Context) error {
 	if t.limits.Interval <= 0 {
 		return nil
 	}
-	t.mu.Lock()
+	t.paceMu.Lock()
 	now := time.Now()
 	start := t.nextStart
 	if start.Before(now) {
 		start = now
 	}
 	t.nextStart = start.Add(t.limits.Interval)
-	t.mu.Unlock()
+	t.paceMu.Unlock()
 	if d := time.Until(start); d > 0 {
 		if err := sleep(ctx, d); err != nil {
 			<-t.sem
@@ -174,12 +183,18 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	reauthed := false
 	for attempt := 0; ; attempt++ {
 		resp, err := t.once(ctx, req, body)
+		var le loginError
+		if errors.As(err, &le) {
+			// Logging in retried already; its error names the request.
+			return nil, le.err
+		}
 		retry := false
 		switch {
 		case err != nil:
 			retry = ctx.Err() == nil
 		case resp.StatusCode == http.StatusUnauthorized && !reauthed && t.dropSession():
 			// The session expired (BMC timeout or reboot): log in again once.
+			t.log.Info("redfish session rejected; logging in again", "bmc", t.endpoint, "method", req.Method, "path", req.URL.Path)
 			drain(resp)
 			reauthed = true
 			attempt--
@@ -187,17 +202,24 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		case resp.StatusCode >= 500:
 			retry = true
 		}
-		if !retry || attempt >= t.limits.Retries {
+		if !retry || attempt >= t.limits.retries() {
 			if err != nil {
 				return nil, &BMCError{BMC: t.endpoint, Method: req.Method, Path: req.URL.Path, Answer: err.Error(), Err: err}
 			}
 			if resp.StatusCode >= 400 {
-				return nil, t.answerError(req, resp)
+				e := t.answerError(req, resp)
+				if resp.StatusCode == http.StatusUnauthorized {
+					e.Answer += " (check redfish_username and redfish_password)"
+				}
+				return nil, e
 			}
 			return resp, nil
 		}
 		if resp != nil {
+			t.log.Debug("redfish request retried", "bmc", t.endpoint, "method", req.Method, "path", req.URL.Path, "status", resp.StatusCode, "attempt", attempt+1)
 			drain(resp)
+		} else {
+			t.log.Debug("redfish request retried", "bmc", t.endpoint, "method", req.Method, "path", req.URL.Path, "error", err, "attempt", attempt+1)
 		}
 		if err := sleep(ctx, backoff); err != nil {
 			return nil, &BMCError{BMC: t.endpoint, Method: req.Method, Path: req.URL.Path, Answer: err.Error(), Err: err}
@@ -211,11 +233,16 @@ func drain(resp *http.Response) {
 	resp.Body.Close()
 }
 
+// loginError marks a failure to log in, which RoundTrip does not retry.
+type loginError struct{ err error }
+
+func (e loginError) Error() string { return e.err.Error() }
+
 // once sends one attempt.
 func (t *transport) once(ctx context.Context, orig *http.Request, body []byte) (*http.Response, error) {
 	auth, err := t.authHeader(ctx)
 	if err != nil {
-		return nil, err
+		return nil, loginError{err}
 	}
 	if err := t.acquire(ctx); err != nil {
 		return nil, err
@@ -251,84 +278,106 @@ func (t *transport) once(ctx context.Context, orig *http.Request, body []byte) (
 
 // authHeader returns the header to send, logging in first when needed.
 func (t *transport) authHeader(ctx context.Context) ([2]string, error) {
+	if h, ok := t.cachedAuth(); ok {
+		return h, nil
+	}
+	// One login at a time: concurrent callers wait for its session instead
+	// of each creating their own.
+	t.loginMu.Lock()
+	defer t.loginMu.Unlock()
+	if h, ok := t.cachedAuth(); ok {
+		return h, nil
+	}
+	t.mu.Lock()
+	user, pass, authType := t.user, t.pass, t.authType
+	t.mu.Unlock()
+	tok, loc, err := t.login(ctx, user, pass)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.user == "" {
-		return [2]string{}, nil
-	}
-	basic := [2]string{"Authorization", "Basic " + base64.StdEncoding.EncodeToString([]byte(t.user+":"+t.pass))}
-	if t.authType == AuthBasic || t.useBasic {
-		return basic, nil
-	}
-	if t.token != "" {
-		return [2]string{"X-Auth-Token", t.token}, nil
-	}
-	// Logging in under the lock: concurrent callers wait for one session
-	// instead of each creating their own.
-	err := t.login(ctx)
 	if err == nil {
-		return [2]string{"X-Auth-Token", t.token}, nil
+		if t.user == user && t.pass == pass {
+			t.token, t.sessionURL = tok, loc
+		}
+		return [2]string{"X-Auth-Token", tok}, nil
 	}
 	var be *BMCError
-	if t.authType == AuthAuto && errors.As(err, &be) && be.Status != 0 && be.Status != http.StatusUnauthorized {
+	if authType == AuthAuto && errors.As(err, &be) && be.Status != 0 && be.Status != http.StatusUnauthorized && be.Status != http.StatusForbidden {
 		// The BMC has no usable session service (absent, or all sessions
 		// taken): basic auth works on every Redfish service.
+		t.log.Warn("redfish session login failed; using basic auth", "bmc", t.endpoint, "error", err)
 		t.useBasic = true
-		return basic, nil
+		return basicHeader(user, pass), nil
 	}
 	return [2]string{}, err
 }
 
+func basicHeader(user, pass string) [2]string {
+	return [2]string{"Authorization", "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pass))}
+}
+
+// cachedAuth returns the header when no login is needed.
+func (t *transport) cachedAuth() ([2]string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case t.user == "":
+		return [2]string{}, true
+	case t.authType == AuthBasic || t.useBasic:
+		return basicHeader(t.user, t.pass), true
+	case t.token != "":
+		return [2]string{"X-Auth-Token", t.token}, true
+	}
+	return [2]string{}, false
+}
+
 // login creates a session, retrying 5xx and connection errors (a BMC whose
 // sessions are all taken answers 503).
-func (t *transport) login(ctx context.Context) error {
-	payload, _ := json.Marshal(map[string]string{"UserName": t.user, "Password": t.pass})
+func (t *transport) login(ctx context.Context, user, pass string) (token, location string, err error) {
+	payload, _ := json.Marshal(map[string]string{"UserName": user, "Password": pass})
 	backoff := t.limits.Backoff
 	for attempt := 0; ; attempt++ {
-		err := t.loginOnce(ctx, payload)
+		token, location, err = t.loginOnce(ctx, payload)
 		var be *BMCError
-		if err == nil || !errors.As(err, &be) || (be.Status != 0 && be.Status < 500) || attempt >= t.limits.Retries || ctx.Err() != nil {
-			return err
+		if err == nil || !errors.As(err, &be) || (be.Status != 0 && be.Status < 500) || attempt >= t.limits.retries() || ctx.Err() != nil {
+			return token, location, err
 		}
 		if err := sleep(ctx, backoff); err != nil {
-			return err
+			return "", "", err
 		}
 		backoff = min(backoff*2, t.limits.MaxBackoff)
 	}
 }
 
-func (t *transport) loginOnce(ctx context.Context, payload []byte) error {
+func (t *transport) loginOnce(ctx context.Context, payload []byte) (token, location string, err error) {
 	if err := t.acquire(ctx); err != nil {
-		return err
+		return "", "", err
 	}
 	defer t.release()
 	rctx, cancel := context.WithTimeout(ctx, t.limits.RequestTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, t.endpoint+sessionsPath, bytes.NewReader(payload))
 	if err != nil {
-		return err
+		return "", "", err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	resp, err := t.base.RoundTrip(req)
 	if err != nil {
-		return &BMCError{BMC: t.endpoint, Method: "POST", Path: sessionsPath, Answer: err.Error(), Err: err}
+		return "", "", &BMCError{BMC: t.endpoint, Method: "POST", Path: sessionsPath, Answer: err.Error(), Err: err}
 	}
 	if resp.StatusCode >= 300 {
 		e := t.answerError(req, resp)
 		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
 			e.Answer += " (check redfish_username and redfish_password)"
 		}
-		return e
+		return "", "", e
 	}
 	drain(resp)
 	tok := resp.Header.Get("X-Auth-Token")
 	if tok == "" {
-		return &BMCError{BMC: t.endpoint, Method: "POST", Path: sessionsPath, Status: resp.StatusCode, Answer: "session created without an X-Auth-Token header"}
+		return "", "", &BMCError{BMC: t.endpoint, Method: "POST", Path: sessionsPath, Status: resp.StatusCode, Answer: "session created without an X-Auth-Token header"}
 	}
-	t.token = tok
-	t.sessionURL = resp.Header.Get("Location")
-	return nil
+	return tok, resp.Header.Get("Location"), nil
 }
 
 // dropSession forgets the cached session; false when there was none (basic
@@ -406,7 +455,13 @@ func redfishMessage(b []byte) string {
 		parts = append(parts, strings.TrimSpace(doc.Error.Code+" "+doc.Error.Message))
 	}
 	for _, m := range doc.Error.Info {
+		if m.Message == doc.Error.Message && (m.MessageID == "" || m.MessageID == doc.Error.Code) {
+			continue // the same message again
+		}
 		parts = append(parts, strings.TrimSpace(m.MessageID+": "+m.Message))
 	}
-	return strings.Join(parts, "; ")
+	if msg := strings.Trim(strings.Join(parts, "; "), "; "); msg != "" {
+		return msg
+	}
+	return "(error without a message)"
 }

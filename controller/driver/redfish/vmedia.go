@@ -45,6 +45,20 @@ func (PrebuiltISO) BuildISO(_ context.Context, n *proto.Node, _ ISOParams) (stri
 // CleanISO implements ISOBuilder.
 func (PrebuiltISO) CleanISO(context.Context, *proto.Node) error { return nil }
 
+// ValidateISO implements ISOValidator: without a builder only deploy_iso works.
+func (PrebuiltISO) ValidateISO(n *proto.Node) error {
+	if u, _ := n.DriverInfo["deploy_iso"].(string); u == "" {
+		return errors.New("redfish-virtual-media: this controller has no ISO builder configured; set driver_info deploy_iso")
+	}
+	return nil
+}
+
+// ISOValidator is optionally implemented by an ISOBuilder that can tell
+// beforehand whether it can make a node's ISO.
+type ISOValidator interface {
+	ValidateISO(n *proto.Node) error
+}
+
 // VirtualMediaBoot is the "redfish-virtual-media" boot interface: the agent
 // boots from an ISO the BMC attaches as a virtual CD.
 type VirtualMediaBoot struct {
@@ -61,6 +75,11 @@ func (b *VirtualMediaBoot) Validate(ctx context.Context, n *proto.Node) error {
 	r, _ := n.DriverInfo["deploy_ramdisk"].(string)
 	if !hasISO && (k == "" || r == "") {
 		return errors.New("redfish-virtual-media needs driver_info deploy_kernel and deploy_ramdisk, or deploy_iso")
+	}
+	if v, ok := b.ISO.(ISOValidator); ok {
+		if err := v.ValidateISO(n); err != nil {
+			return err
+		}
 	}
 	s, err := b.Pool.open(ctx, n)
 	if err != nil {

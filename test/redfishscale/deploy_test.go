@@ -1,0 +1,154 @@
+package redfishscale
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kilnhq/kiln/test/bmcsim"
+	"github.com/kilnhq/kiln/test/fakeagent"
+	"github.com/kilnhq/kiln/test/kilnproc"
+)
+
+// agentMachine is a simulated server whose ramdisk is a fake agent: a
+// power-on that boots from the network or the virtual CD starts one, like
+// the real agent image would; any other boot (the disk) runs none.
+type agentMachine struct {
+	*bmcsim.Memory
+	cfg fakeagent.Config
+
+	mu     sync.Mutex
+	agent  *fakeagent.Agent
+	booted []string // first boot device of every power-on that ran an agent
+}
+
+func (m *agentMachine) Reset(ctx context.Context, t bmcsim.ResetType) error {
+	before := len(m.Memory.Boots())
+	if err := m.Memory.Reset(ctx, t); err != nil {
+		return err
+	}
+	boots := m.Memory.Boots()
+	ps, _ := m.Memory.PowerState(ctx)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(boots) == before && ps == bmcsim.PowerOn {
+		return nil // no new power-on: the running OS goes on
+	}
+	if m.agent != nil {
+		go m.agent.Stop()
+		m.agent = nil
+	}
+	if ps != bmcsim.PowerOn || len(boots) == before {
+		return nil
+	}
+	last := boots[len(boots)-1]
+	if last.Target != bmcsim.TargetPxe && last.Target != bmcsim.TargetCd {
+		return nil
+	}
+	cfg := m.cfg
+	cfg.OnPowerOff = m.Memory.GuestPowerOff
+	a, err := fakeagent.Start(context.Background(), cfg)
+	if err != nil {
+		return err
+	}
+	m.agent = a
+	m.booted = append(m.booted, last.Target+" "+last.Media)
+	return nil
+}
+
+func (m *agentMachine) stop() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.agent != nil {
+		m.agent.Stop()
+	}
+}
+
+// TestDeployThroughController takes a redfish node from enroll to active and
+// back through `kiln serve`, once with the ipxe boot interface and once
+// with redfish-virtual-media, and checks what the BMC was asked to boot.
+func TestDeployThroughController(t *testing.T) {
+	p := kilnproc.Start(t, kilnBin, filepath.Join(t.TempDir(), "kiln.db"), "--conductor", "deploy", "--log-level", "warn", "--power-sync-interval", "0")
+	for i, boot := range []string{"ipxe", "redfish-virtual-media"} {
+		t.Run(boot, func(t *testing.T) {
+			mac := bmcsim.MACForIndex(200 + i)
+			m := &agentMachine{Memory: bmcsim.NewMemory(200+i, bmcsim.Inventory{}),
+				cfg: fakeagent.Config{ControllerURL: p.URL, MACs: []string{mac}, HeartbeatInterval: 100 * time.Millisecond}}
+			defer m.stop()
+			lab, err := bmcsim.StartLab(bmcsim.LabConfig{N: 1, Personality: "idrac", NewBackend: func(int) (bmcsim.Backend, error) { return m, nil }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lab.Close()
+			b := lab.BMCs[0]
+			u, pw := b.Credentials()
+			const iso = "http://10.0.2.2:6385/boot/files/agent.iso"
+			code, out := call(t, p.URL, "POST", "/v1/nodes", map[string]any{"driver": "redfish", "boot_interface": boot, "deploy_interface": "direct",
+				"driver_info": map[string]any{"redfish_address": b.URL, "redfish_username": u, "redfish_password": pw,
+					"deploy_kernel": "http://x/k", "deploy_ramdisk": "http://x/r", "deploy_iso": iso}})
+			if code != 201 {
+				t.Fatalf("create: %d %v", code, out)
+			}
+			uuid := out["uuid"].(string)
+			if code, out := call(t, p.URL, "POST", "/v1/ports", map[string]any{"node_uuid": uuid, "address": mac}); code != 201 {
+				t.Fatalf("port: %d %v", code, out)
+			}
+			step := func(verb string, body map[string]any, want string) map[string]any {
+				t.Helper()
+				if body == nil {
+					body = map[string]any{}
+				}
+				body["target"] = verb
+				if code, out := call(t, p.URL, "PUT", "/v1/nodes/"+uuid+"/states/provision", body); code != 202 {
+					t.Fatalf("%s: %d %v", verb, code, out)
+				}
+				deadline := time.Now().Add(30 * time.Second)
+				for {
+					_, n := call(t, p.URL, "GET", "/v1/nodes/"+uuid, nil)
+					if n["provision_state"] == want && n["reservation"] == nil {
+						return n
+					}
+					if st := fmt.Sprint(n["provision_state"]); strings.Contains(st, "fail") || time.Now().After(deadline) {
+						t.Fatalf("%s: state %s, last_error %v", verb, st, n["last_error"])
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+			step("manage", nil, "manageable")
+			step("provide", nil, "available") // automated cleaning boots the agent
+			if code, out := call(t, p.URL, "PATCH", "/v1/nodes/"+uuid, []map[string]any{
+				{"op": "add", "path": "/instance_info/image_source", "value": "http://images.example/disk.qcow2"},
+				{"op": "add", "path": "/instance_info/image_checksum", "value": strings.Repeat("ab", 32)},
+				{"op": "add", "path": "/instance_info/image_disk_format", "value": "qcow2"},
+			}); code != 200 {
+				t.Fatalf("patch: %d %v", code, out)
+			}
+			n := step("active", nil, "active")
+			if n["power_state"] != "power on" || n["last_error"] != nil {
+				t.Errorf("active: power %v last_error %v", n["power_state"], n["last_error"])
+			}
+			want := bmcsim.TargetPxe + " "
+			if boot == "redfish-virtual-media" {
+				want = bmcsim.TargetCd + " " + iso
+			}
+			m.mu.Lock()
+			booted := append([]string(nil), m.booted...)
+			m.mu.Unlock()
+			if len(booted) != 2 || booted[0] != want || booted[1] != want {
+				t.Errorf("agent boots %q, want two (clean, deploy) of %q", booted, want)
+			}
+			boots := m.Memory.Boots()
+			if last := boots[len(boots)-1]; last.Target != bmcsim.TargetHdd || last.Media != "" {
+				t.Errorf("instance boot %+v, want the disk without virtual media", last)
+			}
+			bo, _ := m.Memory.BootOverride(context.Background())
+			if bo.Target != bmcsim.TargetHdd || bo.Enabled != bmcsim.OverrideContinuous {
+				t.Errorf("final boot override %+v, want Hdd/Continuous", bo)
+			}
+		})
+	}
+}
