@@ -68,8 +68,8 @@ for i in $(seq 100); do
 	sleep 0.2
 done
 bmc=$(sed -n 's/.*"url":"\([^"]*\)".*/\1/p' "$dir/bmcsim.json" | head -1)
-sys=$(sed -n 's/.*"systems":\["\([^"]*\)".*/\1/p' "$dir/bmcsim.json" | head -1)
-mac=$(curl -s -u admin:password "$bmc$sys/EthernetInterfaces/1" | sed -n 's/.*"MACAddress":"\([^"]*\)".*/\1/p')
+sys=/redfish/v1/Systems/$(sed -n 's/.*"systems":\["\([^"]*\)".*/\1/p' "$dir/bmcsim.json" | head -1)
+mac=$(curl -s -u admin:password "$bmc$sys/EthernetInterfaces/NIC1" | sed -n 's/.*"MACAddress": *"\([^"]*\)".*/\1/p')
 [ -n "$bmc" ] && [ -n "$mac" ] || { echo "demo: bmcsim did not start: $(cat "$dir/bmcsim.log")" >&2; exit 1; }
 
 call() { # METHOD PATH [BODY]
