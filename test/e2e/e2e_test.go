@@ -26,7 +26,7 @@ func (l *lab) setImage(file, format, checksum string) {
 func (l *lab) deployImage(file, format, checksum, want string) (node, int) {
 	l.setImage(file, format, checksum)
 	ons := l.vm.PowerOns()
-	p := &phase{start: time.Now()}
+	p := l.begin()
 	l.provision("active", map[string]any{"configdrive": map[string]any{
 		"meta_data": map[string]any{"uuid": l.node, "hostname": "e2e-" + l.name, "name": "e2e-" + l.name},
 		"user_data": "#!/bin/sh\necho hello from kiln e2e\n",
@@ -107,7 +107,7 @@ func TestBIOS(t *testing.T) {
 	l.waitState("manageable", time.Minute, nil)
 	l.timing("manage", time.Since(start))
 
-	p := &phase{start: time.Now()}
+	p := l.begin()
 	l.provision("inspect", nil)
 	n := l.waitState("manageable", 4*time.Minute, p)
 	l.phaseTimings("inspect", p, time.Now())
@@ -148,7 +148,7 @@ func TestBIOS(t *testing.T) {
 		t.Errorf("ports after inspection: %+v, want one PXE port %s", ports.Ports, l.mac)
 	}
 
-	p = &phase{start: time.Now()}
+	p = l.begin()
 	l.provision("provide", nil)
 	l.waitState("available", 5*time.Minute, p)
 	l.phaseTimings("provide (automated clean)", p, time.Now())
@@ -157,7 +157,7 @@ func TestBIOS(t *testing.T) {
 	l.checkBooted(ons, "good", time.Now())
 	_ = n
 
-	p = &phase{start: time.Now()}
+	p = l.begin()
 	l.provision("deleted", nil)
 	l.waitState("available", 5*time.Minute, p)
 	l.phaseTimings("undeploy (clean)", p, time.Now())

@@ -364,7 +364,11 @@ func (l *lab) provision(target string, extra map[string]any) {
 // phase times one provisioning action.
 type phase struct {
 	start, powerOn, heartbeat time.Time
+	ons                       int // power-ons before the request
 }
+
+// begin starts timing a phase; call it before the request.
+func (l *lab) begin() *phase { return &phase{start: time.Now(), ons: l.vm.PowerOns()} }
 
 // waitState polls until the node reaches want (a stable state); a failure
 // state or the timeout fails the test. It records when the VM was powered on
@@ -372,7 +376,6 @@ type phase struct {
 func (l *lab) waitState(want string, timeout time.Duration, p *phase) node {
 	l.t.Helper()
 	deadline := time.Now().Add(timeout)
-	ons := l.vm.PowerOns()
 	last := ""
 	for {
 		n := l.get()
@@ -381,7 +384,7 @@ func (l *lab) waitState(want string, timeout time.Duration, p *phase) node {
 			last = n.ProvisionState
 		}
 		if p != nil {
-			if p.powerOn.IsZero() && l.vm.PowerOns() > ons {
+			if p.powerOn.IsZero() && l.vm.PowerOns() > p.ons {
 				p.powerOn = time.Now()
 			}
 			if p.heartbeat.IsZero() && n.DriverInternalInfo["agent_url"] != nil && n.DriverInternalInfo["agent_url"] != "" {
