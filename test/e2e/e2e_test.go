@@ -4,8 +4,11 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -177,6 +180,46 @@ func TestUEFI(t *testing.T) {
 	l.waitState("available", time.Minute, nil)
 	_, ons := l.deployImage("good.raw.zst", "raw", sha256Of(t, "good.raw.zst"), "active")
 	l.checkBooted(ons, "good", time.Now())
+}
+
+// TestUEFIVirtualMedia deploys under OVMF with the redfish-virtual-media
+// boot interface: the BMC attaches the agent ISO as a CD (no network boot),
+// then the disk boots. Kiln has no per-node ISO builder yet, so the test
+// builds deploy_iso with the agent's kernel arguments baked in.
+func TestUEFIVirtualMedia(t *testing.T) {
+	l := newLab(t, "vmedia", labOpts{uefi: true})
+	defer l.summary()
+	iso := "agent-" + l.name + ".iso"
+	cmd := exec.Command(filepath.Join(repoRoot, "test/e2e/mkagentiso.sh"),
+		filepath.Join(repoRoot, "out/kiln-agent.kernel"), filepath.Join(repoRoot, "out/kiln-agent.initramfs"),
+		filepath.Join(imageDir, iso),
+		"console=ttyS0,115200n8 ipa-api-url=http://10.0.2.2:"+portOf(l.addr)+" ipa-advertise-host=127.0.0.1 ipa-advertise-port="+l.agentFw)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build the agent ISO: %v: %s", err, out)
+	}
+	l.enrollWith("redfish-virtual-media", false, map[string]any{"deploy_iso": l.images.HostURL + "/" + iso})
+	l.provision("manage", nil)
+	l.waitState("manageable", time.Minute, nil)
+	l.provision("provide", nil)
+	l.waitState("available", time.Minute, nil)
+	_, ons := l.deployImage("good.qcow2", "qcow2", sha256Of(t, "good.qcow2"), "active")
+	if s := l.serialSince(ons); !strings.Contains(s, "boot order cd") {
+		t.Errorf("the agent did not boot from the virtual CD (power-on lines: %q)", powerOnLines(s))
+	}
+	l.checkBooted(ons, "good", time.Now())
+	if m, _ := l.vm.Media(context.Background()); m.Inserted {
+		t.Errorf("the agent ISO is still inserted after the deploy: %+v", m)
+	}
+}
+
+func powerOnLines(s string) []string {
+	var out []string
+	for _, line := range strings.Split(s, "\n") {
+		if strings.Contains(line, "boot order") {
+			out = append(out, strings.TrimSpace(line))
+		}
+	}
+	return out
 }
 
 // TestChecksumMismatch deploys an image whose checksum does not match: the

@@ -114,10 +114,11 @@ func report(format string, args ...any) {
 // imageServer serves imageDir on 127.0.0.1 (10.0.2.2 from the guests) and
 // measures each GET; rate, when set, throttles it in bytes per second.
 type imageServer struct {
-	URL  string // as the guest sees it
-	srv  *http.Server
-	rate atomic.Int64
-	sent atomic.Int64
+	URL     string // as the guest sees it
+	HostURL string // as the host (the BMC simulator) sees it
+	srv     *http.Server
+	rate    atomic.Int64
+	sent    atomic.Int64
 
 	mu   sync.Mutex
 	gets []served
@@ -134,7 +135,7 @@ func newImageServer(t *testing.T) *imageServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &imageServer{URL: "http://10.0.2.2:" + portOf(ln.Addr().String())}
+	s := &imageServer{URL: "http://10.0.2.2:" + portOf(ln.Addr().String()), HostURL: "http://" + ln.Addr().String()}
 	fs := http.FileServer(http.Dir(imageDir))
 	s.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -336,17 +337,25 @@ func (l *lab) get() node {
 
 // enroll creates the redfish node and its port.
 func (l *lab) enroll(bootIface string, automatedClean bool) {
+	l.enrollWith(bootIface, automatedClean, nil)
+}
+
+// enrollWith is enroll with extra driver_info keys.
+func (l *lab) enrollWith(bootIface string, automatedClean bool, extraInfo map[string]any) {
 	user, pass := l.bmc.Service.Credentials()
+	info := map[string]any{
+		"redfish_address": l.bmc.URL, "redfish_system_id": l.bmc.Service.SystemPath(l.bmc.Service.SystemIDs()[0]),
+		"redfish_username": user, "redfish_password": pass,
+		"kernel_append_params": "ipa-advertise-host=127.0.0.1 ipa-advertise-port=" + l.agentFw,
+	}
+	for k, v := range extraInfo {
+		info[k] = v
+	}
 	var n node
 	l.api("POST", "/v1/nodes", map[string]any{
 		"name": "e2e-" + l.name, "driver": "redfish",
 		"boot_interface": bootIface, "deploy_interface": "direct", "inspect_interface": "agent",
-		"automated_clean": automatedClean,
-		"driver_info": map[string]any{
-			"redfish_address": l.bmc.URL, "redfish_system_id": l.bmc.Service.SystemPath(l.bmc.Service.SystemIDs()[0]),
-			"redfish_username": user, "redfish_password": pass,
-			"kernel_append_params": "ipa-advertise-host=127.0.0.1 ipa-advertise-port=" + l.agentFw,
-		},
+		"automated_clean": automatedClean, "driver_info": info,
 	}, &n)
 	l.node = n.UUID
 	l.api("POST", "/v1/ports", map[string]any{"node_uuid": l.node, "address": l.mac, "pxe_enabled": true}, nil)
