@@ -152,3 +152,44 @@ func TestDeployThroughController(t *testing.T) {
 		})
 	}
 }
+
+// TestLastErrorNamesTheBMC: a node whose BMC refuses the password fails
+// verification, and its last_error says which BMC, which request and what
+// the BMC answered.
+func TestLastErrorNamesTheBMC(t *testing.T) {
+	p := kilnproc.Start(t, kilnBin, filepath.Join(t.TempDir(), "kiln.db"), "--conductor", "errs", "--log-level", "warn", "--power-sync-interval", "0")
+	lab, err := bmcsim.StartLab(bmcsim.LabConfig{N: 1, Personality: "ilo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lab.Close()
+	b := lab.BMCs[0]
+	code, out := call(t, p.URL, "POST", "/v1/nodes", map[string]any{"driver": "redfish",
+		"driver_info": map[string]any{"redfish_address": b.URL, "redfish_username": "admin", "redfish_password": "wrong"}})
+	if code != 201 {
+		t.Fatalf("create: %d %v", code, out)
+	}
+	uuid := out["uuid"].(string)
+	if code, out := call(t, p.URL, "PUT", "/v1/nodes/"+uuid+"/states/provision", map[string]any{"target": "manage"}); code != 202 {
+		t.Fatalf("manage: %d %v", code, out)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, n := call(t, p.URL, "GET", "/v1/nodes/"+uuid, nil)
+		if e, _ := n["last_error"].(string); e != "" && n["reservation"] == nil {
+			for _, want := range []string{b.URL, "POST /redfish/v1/SessionService/Sessions", "401", "redfish_password"} {
+				if !strings.Contains(e, want) {
+					t.Errorf("last_error %q lacks %q", e, want)
+				}
+			}
+			if n["provision_state"] != "enroll" {
+				t.Errorf("state %v after failed verification, want enroll", n["provision_state"])
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no last_error: state %v", n["provision_state"])
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -33,11 +33,9 @@ type Pool struct {
 	closed bool
 }
 
-// NewPool returns an empty pool whose connections obey l.
+// NewPool returns an empty pool whose connections obey l; a nil log means
+// slog.Default() at the time of each message.
 func NewPool(l Limits, log *slog.Logger) *Pool {
-	if log == nil {
-		log = slog.Default()
-	}
 	return &Pool{limits: l, log: log, conns: map[string]*conn{}}
 }
 
@@ -108,7 +106,8 @@ type conn struct {
 }
 
 func (p *Pool) conn(in Info) (*conn, error) {
-	key := in.Endpoint + "\x00" + in.Username
+	// One connection per account; TLS settings are part of its identity.
+	key := fmt.Sprintf("%s\x00%s\x00%v\x00%s", in.Endpoint, in.Username, in.VerifyCA, in.CAFile)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if c, ok := p.conns[key]; ok {

@@ -58,7 +58,8 @@ type Quirk struct {
 	Boot func(p *BootPatch, cur schemas.Boot)
 	// Insert adjusts the InsertMedia parameters.
 	Insert func(p *schemas.VirtualMediaInsertMediaParameters)
-	// ModeWritable is false when BootSourceOverrideMode cannot be PATCHed.
+	// ModeReadOnly: BootSourceOverrideMode cannot be PATCHed, so a requested
+	// mode change fails with a clear error instead of a 400.
 	ModeReadOnly bool
 }
 

@@ -2,11 +2,14 @@ package redfish_test
 
 import (
 	"context"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -639,3 +642,38 @@ func TestRegistered(t *testing.T) {
 }
 
 var _ = fmt.Sprint
+
+// TestTLS: BMCs serve self-signed certificates; redfish_verify_ca decides
+// whether that is accepted, or which CA bundle vouches for it.
+func TestTLS(t *testing.T) {
+	ctx := context.Background()
+	cert, _, err := bmcsim.SelfSignedCert("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := bmcsim.NewService(bmcsim.Config{Personality: "idrac", Systems: []bmcsim.SystemConfig{{Backend: bmcsim.NewMemory(0, bmcsim.Inventory{})}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := bmcsim.ListenTLS("127.0.0.1:0", svc, &cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if !strings.HasPrefix(b.URL, "https://") {
+		t.Fatalf("URL %s", b.URL)
+	}
+	bundle := filepath.Join(t.TempDir(), "bmc-ca.pem")
+	if err := os.WriteFile(bundle, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pw := &redfish.Power{Pool: newPool(t, fast)}
+	if err := pw.Validate(ctx, nodeFor(b, nil)); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("self-signed certificate verified by default: %v", err)
+	}
+	for _, v := range []any{false, "False", bundle} {
+		if err := pw.Validate(ctx, nodeFor(b, proto.Dict{"redfish_verify_ca": v, "redfish_username": "admin"})); err != nil {
+			t.Errorf("redfish_verify_ca=%v: %v", v, err)
+		}
+	}
+}

@@ -109,11 +109,17 @@ type transport struct {
 
 func newTransport(base http.RoundTripper, endpoint, user, pass, authType string, l Limits, log *slog.Logger) *transport {
 	l = l.withDefaults()
-	if log == nil {
-		log = slog.Default()
-	}
 	return &transport{base: base, endpoint: endpoint, limits: l, sem: make(chan struct{}, l.Concurrency),
 		user: user, pass: pass, authType: authType, log: log}
+}
+
+// logger is the pool's logger, or the process default at the time of the
+// call (so `kiln serve`'s logger, set after init, is used).
+func (t *transport) logger() *slog.Logger {
+	if t.log != nil {
+		return t.log
+	}
+	return slog.Default()
 }
 
 // setCredentials updates the account; a change drops the cached session.
@@ -194,7 +200,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			retry = ctx.Err() == nil
 		case resp.StatusCode == http.StatusUnauthorized && !reauthed && t.dropSession():
 			// The session expired (BMC timeout or reboot): log in again once.
-			t.log.Info("redfish session rejected; logging in again", "bmc", t.endpoint, "method", req.Method, "path", req.URL.Path)
+			t.logger().Info("redfish session rejected; logging in again", "bmc", t.endpoint, "method", req.Method, "path", req.URL.Path)
 			drain(resp)
 			reauthed = true
 			attempt--
@@ -216,10 +222,10 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return resp, nil
 		}
 		if resp != nil {
-			t.log.Debug("redfish request retried", "bmc", t.endpoint, "method", req.Method, "path", req.URL.Path, "status", resp.StatusCode, "attempt", attempt+1)
+			t.logger().Debug("redfish request retried", "bmc", t.endpoint, "method", req.Method, "path", req.URL.Path, "status", resp.StatusCode, "attempt", attempt+1)
 			drain(resp)
 		} else {
-			t.log.Debug("redfish request retried", "bmc", t.endpoint, "method", req.Method, "path", req.URL.Path, "error", err, "attempt", attempt+1)
+			t.logger().Debug("redfish request retried", "bmc", t.endpoint, "method", req.Method, "path", req.URL.Path, "error", err, "attempt", attempt+1)
 		}
 		if err := sleep(ctx, backoff); err != nil {
 			return nil, &BMCError{BMC: t.endpoint, Method: req.Method, Path: req.URL.Path, Answer: err.Error(), Err: err}
@@ -304,7 +310,7 @@ func (t *transport) authHeader(ctx context.Context) ([2]string, error) {
 	if authType == AuthAuto && errors.As(err, &be) && be.Status != 0 && be.Status != http.StatusUnauthorized && be.Status != http.StatusForbidden {
 		// The BMC has no usable session service (absent, or all sessions
 		// taken): basic auth works on every Redfish service.
-		t.log.Warn("redfish session login failed; using basic auth", "bmc", t.endpoint, "error", err)
+		t.logger().Warn("redfish session login failed; using basic auth", "bmc", t.endpoint, "error", err)
 		t.useBasic = true
 		return basicHeader(user, pass), nil
 	}
