@@ -20,9 +20,6 @@ import (
 	"github.com/kilnhq/kiln/controller/api"
 	"github.com/kilnhq/kiln/controller/boot"
 	"github.com/kilnhq/kiln/controller/conductor"
-	// The redfish hardware type (and its ipxe and redfish-virtual-media boot
-	// interfaces) registers itself.
-	_ "github.com/kilnhq/kiln/controller/driver/redfish"
 	"github.com/kilnhq/kiln/controller/netboot"
 	"github.com/kilnhq/kiln/controller/store"
 )
