@@ -147,7 +147,13 @@ func newImageServer(t *testing.T) *imageServer {
 		t.Logf("image server: %s %s: %d bytes in %.1fs", r.Method, r.URL.Path, cw.n, time.Since(start).Seconds())
 	})}
 	go func() { _ = s.srv.Serve(ln) }()
-	t.Cleanup(func() { s.srv.Close() })
+	t.Cleanup(func() {
+		// Let handlers finish (they log through t) before the test ends.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.srv.Shutdown(ctx)
+		s.srv.Close()
+	})
 	return s
 }
 
