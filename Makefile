@@ -8,7 +8,7 @@ TEST_TIMEOUT ?= 25m
 .PHONY: help build test lint run bench fuzz clean
 
 help:
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
+	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
 
 build: ## build kiln and kiln-agent (static) into bin/
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/kiln ./controller/cmd/kiln

@@ -33,6 +33,9 @@ type Decision struct {
 	KernelURL       string // driver_info deploy_kernel, resolved to a URL
 	RamdiskURL      string // driver_info deploy_ramdisk, resolved to a URL
 	ExtraKernelArgs []string
+	// Inspect asks the agent to inspect and post its inventory to
+	// /v1/continue_inspection (the node waits for inspection).
+	Inspect bool
 }
 
 // ErrUnknownMAC is what a Backend returns (wrapped or not) when no node has
@@ -133,7 +136,7 @@ func (h *scriptHandler) script(ctx context.Context, mac string) (string, error) 
 			Console:    h.cfg.Console,
 			ExtraArgs:  append(append([]string(nil), h.cfg.ExtraKernelArgs...), d.ExtraKernelArgs...),
 		}
-		if d.Action == Discovery && h.cfg.APIURL != "" {
+		if (d.Action == Discovery || d.Inspect) && h.cfg.APIURL != "" {
 			// An unknown machine has no node to heartbeat for: the agent
 			// inspects it and posts the inventory, which may enroll it.
 			p.ExtraArgs = append(p.ExtraArgs, "ipa-inspection-callback-url="+strings.TrimSuffix(h.cfg.APIURL, "/")+"/v1/continue_inspection")

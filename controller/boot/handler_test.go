@@ -33,6 +33,7 @@ var testBackend = fakeBackend{
 		ExtraKernelArgs: []string{"ipa-debug=1"}},
 	"aa:bb:cc:dd:ee:04": {Action: BootAgent, NodeUUID: "n4", ExtraKernelArgs: []string{"a b"}},
 	"aa:bb:cc:dd:ee:05": {Action: "reboot-into-space", NodeUUID: "n5"},
+	"aa:bb:cc:dd:ee:06": {Action: BootAgent, NodeUUID: "n6", Inspect: true},
 }
 
 var testConfig = Config{
@@ -79,6 +80,8 @@ func TestScriptHandler(t *testing.T) {
 		{name: "unknown discovery", unknown: Discovery, query: "?mac=11:22:33:44:55:66", status: 200,
 			contains: []string{"BOOTIF=01-11-22-33-44-55-66", "kiln-agent.kernel",
 				"ipa-inspection-callback-url=http://ctrl:6385/v1/continue_inspection"}, golden: "handler-discovery.ipxe"},
+		{name: "known node inspecting", query: "?mac=aa:bb:cc:dd:ee:06", status: 200,
+			contains: []string{"BOOTIF=01-aa-bb-cc-dd-ee-06", "ipa-inspection-callback-url=http://ctrl:6385/v1/continue_inspection"}},
 		{name: "no mac chains", query: "", status: 200, contains: []string{"chain --autofree boot.ipxe?mac=${netX/mac:hexhyp}"}},
 		{name: "malformed mac", query: "?mac=aa:bb:cc", status: 400},
 		{name: "unexpanded ipxe var", query: "?mac=" + url.QueryEscape("${net0/mac}"), status: 400},

@@ -91,6 +91,7 @@ func (b *Backend) decide(n *proto.Node) boot.Decision {
 	if data, _ := networkData(n); len(data) > 0 && d.RamdiskURL == "" && b.RamdiskURL != "" {
 		d.RamdiskURL = strings.TrimSuffix(b.RamdiskURL, "/") + "/" + n.UUID
 	}
+	d.Inspect = n.ProvisionState == proto.StateInspectWait || n.ProvisionState == proto.StateInspecting
 	if extra, ok := n.DriverInfo["kernel_append_params"].(string); ok && extra != "" {
 		d.ExtraKernelArgs = strings.Fields(extra)
 	}

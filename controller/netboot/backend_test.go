@@ -36,7 +36,7 @@ func TestDecide(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := b.decide(&proto.Node{UUID: "u", ProvisionState: tc.state, DriverInfo: tc.info, Maintenance: tc.maint})
-			if d.Action != tc.wantAction || d.KernelURL != tc.wantKernel {
+			if d.Action != tc.wantAction || d.KernelURL != tc.wantKernel || d.Inspect != (tc.state == proto.StateInspectWait) {
 				t.Errorf("decision = %+v", d)
 			}
 		})

@@ -43,6 +43,9 @@ type QEMUConfig struct {
 	// TFTPDir and BootFile are slirp's tftp= and bootfile= options. BootFile
 	// may be an http:// URL (iPXE fetches it; the host is 10.0.2.2 from the guest).
 	TFTPDir, BootFile string
+	// HostFwd are slirp hostfwd= rules, e.g. "tcp:127.0.0.1:19999-:9999",
+	// so the host reaches a service in the guest (the agent's API).
+	HostFwd []string
 	// NICROMFile sets the NIC's romfile=: nil keeps QEMU's default iPXE ROM,
 	// a pointer to "" removes the option ROM (for OVMF's native PXE/HTTP boot).
 	NICROMFile *string
@@ -456,6 +459,9 @@ func (q *QEMU) args(target, iso string) ([]string, []string) {
 			}
 			if c.BootFile != "" {
 				netdev += ",bootfile=" + c.BootFile
+			}
+			for _, f := range c.HostFwd {
+				netdev += ",hostfwd=" + f
 			}
 			nic := "virtio-net-pci,netdev=n0,id=nic0,mac=" + c.MAC + ",bootindex=" + strconv.Itoa(idx)
 			if c.NICROMFile != nil {

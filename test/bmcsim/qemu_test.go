@@ -19,7 +19,7 @@ func TestQEMUArgs(t *testing.T) {
 	noROM := ""
 	q := &QEMU{cfg: QEMUConfig{Dir: "/vm/x", Accel: "tcg", CPUs: 2, MemoryMiB: 1024, MAC: "52:54:00:00:00:01",
 		Disk: "/vm/x/disk.qcow2", DiskFormat: "qcow2", BootFile: "http://10.0.2.2:8080/boot.ipxe", TFTPDir: "/tftp",
-		UEFI: true, OVMFCode: "/code.fd", NICROMFile: &noROM},
+		HostFwd: []string{"tcp:127.0.0.1:19999-:9999"}, UEFI: true, OVMFCode: "/code.fd", NICROMFile: &noROM},
 		inv: Inventory{UUID: "u", SerialNumber: "s,1"}}
 	for _, tc := range []struct {
 		target, iso string
@@ -37,7 +37,7 @@ func TestQEMUArgs(t *testing.T) {
 		line := strings.Join(args, " ")
 		for _, want := range []string{"-machine q35", "-accel tcg", "-no-reboot", "-m 1024",
 			"virtio-net-pci,netdev=n0,id=nic0,mac=52:54:00:00:00:01,bootindex=" + itoa(slices.Index(order, "nic")+1) + ",romfile=",
-			"user,id=n0,tftp=/tftp,bootfile=http://10.0.2.2:8080/boot.ipxe",
+			"user,id=n0,tftp=/tftp,bootfile=http://10.0.2.2:8080/boot.ipxe,hostfwd=tcp:127.0.0.1:19999-:9999",
 			"format=qcow2", "bootindex=" + itoa(slices.Index(order, "disk")+1),
 			"if=pflash,format=raw,unit=0,readonly=on,file=/code.fd", "file=/vm/x/OVMF_VARS.fd",
 			"type=1,serial=s,,1"} {

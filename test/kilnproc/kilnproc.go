@@ -72,7 +72,13 @@ func (p *Proc) Logs() string {
 // until GET /v1/ answers.
 func Start(t testing.TB, bin, db string, extra ...string) *Proc {
 	t.Helper()
-	addr := FreeAddr(t)
+	return StartAddr(t, bin, db, FreeAddr(t), extra...)
+}
+
+// StartAddr is Start on a given address: a controller restarted after a
+// crash keeps the URL its agents were booted with.
+func StartAddr(t testing.TB, bin, db, addr string, extra ...string) *Proc {
+	t.Helper()
 	p := &Proc{t: t, URL: "http://" + addr, done: make(chan struct{})}
 	args := append([]string{"serve", "--listen", addr, "--db", db}, extra...)
 	p.cmd = exec.Command(bin, args...)

@@ -48,6 +48,7 @@ type options struct {
 	bootFile, tftpDir string
 	uefi              bool
 	memMiB, cpus      int
+	agentFwd          int
 	verbose, tls      bool
 }
 
@@ -72,6 +73,7 @@ func run(ctx context.Context, args []string, out io.Writer, ready chan<- *bmcsim
 	fs.BoolVar(&o.uefi, "uefi", false, "qemu: boot OVMF instead of SeaBIOS")
 	fs.IntVar(&o.memMiB, "mem", 1024, "qemu: guest memory in MiB")
 	fs.IntVar(&o.cpus, "cpus", 2, "qemu: guest CPUs")
+	fs.IntVar(&o.agentFwd, "agent-fwd-base", 0, "qemu: forward 127.0.0.1:<agent-fwd-base+i> to port 9999 (the agent's API) of VM i (0: none)")
 	fs.BoolVar(&o.verbose, "v", false, "log every request")
 	fs.BoolVar(&o.tls, "tls", false, "serve HTTPS with a self-signed certificate")
 	if err := fs.Parse(args); err != nil {
@@ -154,7 +156,11 @@ func (o options) backendFactory(logger *slog.Logger) (func(int) (bmcsim.Backend,
 					}
 				}
 			}
-			q, err := bmcsim.NewQEMU(bmcsim.QEMUConfig{Dir: dir, Disk: disk, MAC: bmcsim.MACForIndex(i),
+			var fwd []string
+			if o.agentFwd > 0 {
+				fwd = []string{"tcp:127.0.0.1:" + strconv.Itoa(o.agentFwd+i) + "-:9999"}
+			}
+			q, err := bmcsim.NewQEMU(bmcsim.QEMUConfig{Dir: dir, Disk: disk, MAC: bmcsim.MACForIndex(i), HostFwd: fwd,
 				BootFile: o.bootFile, TFTPDir: o.tftpDir, UEFI: o.uefi, MemoryMiB: o.memMiB, CPUs: o.cpus, Logger: logger})
 			if err != nil {
 				return nil, err // not a typed nil inside the interface
