@@ -25,7 +25,8 @@ type BootUUIDs struct {
 // dev. The ESP is the partition with the ESP type (GPT type GUID or MBR
 // type 0xEF). The root is the partition typed as a discoverable root
 // (systemd's root type GUIDs) if any, else the largest partition that is
-// not an ESP, BIOS boot, PReP, swap, extended or config-2 partition.
+// not an ESP, BIOS boot, PReP, swap, extended or config-2 partition; Root is
+// empty when no partition qualifies (an ESP-only image).
 func PartitionUUIDs(dev string) (BootUUIDs, error) {
 	t, err := ReadTable(dev)
 	if err != nil {
@@ -58,7 +59,9 @@ func PartitionUUIDs(dev string) (BootUUIDs, error) {
 		root = typedRoot
 	}
 	if root == nil {
-		return BootUUIDs{}, fmt.Errorf("partition UUIDs of %s: no partition can be the root (only ESP/boot/swap partitions)", dev)
+		// A whole-disk image may hold only an ESP (a UKI boots from it):
+		// there is no root to report, which is no reason to fail the deploy.
+		return u, nil
 	}
 	u.Root, u.RootNumber = root.UUID, root.Number
 	return u, nil

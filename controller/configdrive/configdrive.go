@@ -154,7 +154,7 @@ func (d Drive) ISO(nodeUUID, nodeName string) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("unexpected filesystem type %T", fs)
 	}
-	if err := iso.Finalize(iso9660.FinalizeOptions{RockRidge: true, Joliet: true, VolumeIdentifier: Label}); err != nil {
+	if err := iso.Finalize(iso9660.FinalizeOptions{RockRidge: true, Joliet: true, VolumeIdentifier: fmt.Sprintf("%-32s", Label)}); err != nil {
 		return nil, fmt.Errorf("finalize ISO9660: %w", err)
 	}
 	return os.ReadFile(path)

@@ -28,9 +28,11 @@ func TestISOReadableByIsoinfo(t *testing.T) {
 	if len(iso) > MaxSize {
 		t.Fatalf("ISO is %d bytes", len(iso))
 	}
-	// The primary volume descriptor at 32 KiB names the volume config-2.
-	if !bytes.Contains(iso[32768:32768+2048], []byte("config-2")) {
-		t.Fatal("volume label config-2 not in the primary volume descriptor")
+	// The primary volume descriptor at 32 KiB names the volume config-2,
+	// padded with spaces as ISO 9660 requires (readers that compare the
+	// whole field, not a trimmed one, would miss a NUL-padded label).
+	if vid := string(iso[32768+40 : 32768+72]); vid != "config-2"+strings.Repeat(" ", 24) {
+		t.Fatalf("volume identifier %q", vid)
 	}
 	enc, err := Encode(iso)
 	if err != nil {
