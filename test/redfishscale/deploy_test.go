@@ -3,12 +3,17 @@ package redfishscale
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	kilnboot "github.com/kilnhq/kiln/controller/boot"
 	"github.com/kilnhq/kiln/test/bmcsim"
 	"github.com/kilnhq/kiln/test/fakeagent"
 	"github.com/kilnhq/kiln/test/kilnproc"
@@ -51,6 +56,15 @@ func (m *agentMachine) Reset(ctx context.Context, t bmcsim.ResetType) error {
 	}
 	cfg := m.cfg
 	cfg.OnPowerOff = m.Memory.GuestPowerOff
+	if last.Target == bmcsim.TargetCd && strings.Contains(last.Media, "/boot/files/iso/") {
+		// An ISO the controller built: its kernel command line carries the
+		// agent token, as the real agent would read it from /proc/cmdline.
+		tok, err := tokenFromISO(last.Media)
+		if err != nil {
+			return err
+		}
+		cfg.Token = tok
+	}
 	a, err := fakeagent.Start(context.Background(), cfg)
 	if err != nil {
 		return err
@@ -58,6 +72,25 @@ func (m *agentMachine) Reset(ctx context.Context, t bmcsim.ResetType) error {
 	m.agent = a
 	m.booted = append(m.booted, last.Target+" "+last.Media)
 	return nil
+}
+
+var tokenRE = regexp.MustCompile(`ipa-agent-token=([A-Za-z0-9_-]+)`)
+
+func tokenFromISO(url string) (string, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	iso, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != 200 {
+		return "", fmt.Errorf("download %s: %d %v", url, resp.StatusCode, err)
+	}
+	m := tokenRE.FindSubmatch(iso)
+	if m == nil {
+		return "", fmt.Errorf("no ipa-agent-token in %s", url)
+	}
+	return string(m[1]), nil
 }
 
 func (m *agentMachine) stop() {
@@ -72,9 +105,23 @@ func (m *agentMachine) stop() {
 // back through `kiln serve`, once with the ipxe boot interface and once
 // with redfish-virtual-media, and checks what the BMC was asked to boot.
 func TestDeployThroughController(t *testing.T) {
-	p := kilnproc.Start(t, kilnBin, filepath.Join(t.TempDir(), "kiln.db"), "--conductor", "deploy", "--log-level", "warn", "--power-sync-interval", "0")
-	for i, boot := range []string{"ipxe", "redfish-virtual-media"} {
+	bootDir := t.TempDir()
+	for name, content := range map[string]string{"kiln-agent.kernel": "KERNEL", "kiln-agent.initramfs": "INITRAMFS"} {
+		if err := os.WriteFile(filepath.Join(bootDir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := kilnproc.Start(t, kilnBin, filepath.Join(t.TempDir(), "kiln.db"), "--conductor", "deploy", "--log-level", "warn",
+		"--power-sync-interval", "0", "--boot-dir", bootDir)
+	for i, boot := range []string{"ipxe", "redfish-virtual-media", "redfish-virtual-media-built"} {
 		t.Run(boot, func(t *testing.T) {
+			built := boot == "redfish-virtual-media-built"
+			if built {
+				boot = "redfish-virtual-media"
+				if err := kilnboot.NewISOBuilder(kilnboot.ISOConfig{Dir: bootDir}).Check(); err != nil {
+					t.Skip(err)
+				}
+			}
 			mac := bmcsim.MACForIndex(200 + i)
 			m := &agentMachine{Memory: bmcsim.NewMemory(200+i, bmcsim.Inventory{}),
 				cfg: fakeagent.Config{ControllerURL: p.URL, MACs: []string{mac}, HeartbeatInterval: 100 * time.Millisecond}}
@@ -87,9 +134,16 @@ func TestDeployThroughController(t *testing.T) {
 			b := lab.BMCs[0]
 			u, pw := b.Credentials()
 			const iso = "http://10.0.2.2:6385/boot/files/agent.iso"
+			info := map[string]any{"redfish_address": b.URL, "redfish_username": u, "redfish_password": pw,
+				"deploy_kernel": "http://x/k", "deploy_ramdisk": "http://x/r", "deploy_iso": iso}
+			if built {
+				// No deploy_iso: the controller builds the node's ISO from its own agent files.
+				delete(info, "deploy_iso")
+				delete(info, "deploy_kernel")
+				delete(info, "deploy_ramdisk")
+			}
 			code, out := call(t, p.URL, "POST", "/v1/nodes", map[string]any{"driver": "redfish", "boot_interface": boot, "deploy_interface": "direct",
-				"driver_info": map[string]any{"redfish_address": b.URL, "redfish_username": u, "redfish_password": pw,
-					"deploy_kernel": "http://x/k", "deploy_ramdisk": "http://x/r", "deploy_iso": iso}})
+				"driver_info": info})
 			if code != 201 {
 				t.Fatalf("create: %d %v", code, out)
 			}
@@ -134,6 +188,9 @@ func TestDeployThroughController(t *testing.T) {
 			want := bmcsim.TargetPxe + " "
 			if boot == "redfish-virtual-media" {
 				want = bmcsim.TargetCd + " " + iso
+			}
+			if built {
+				want = bmcsim.TargetCd + " " + p.URL + "/boot/files/iso/" + uuid + ".iso"
 			}
 			m.mu.Lock()
 			booted := append([]string(nil), m.booted...)

@@ -24,6 +24,7 @@ import (
 	"github.com/kilnhq/kiln/controller/boot"
 	"github.com/kilnhq/kiln/controller/conductor"
 	"github.com/kilnhq/kiln/controller/driver"
+	"github.com/kilnhq/kiln/controller/driver/redfish"
 	"github.com/kilnhq/kiln/controller/events"
 	"github.com/kilnhq/kiln/controller/metrics"
 	"github.com/kilnhq/kiln/controller/netboot"
@@ -219,6 +220,11 @@ func mountBoot(a *api.Server, st store.Store, o serveOptions, log *slog.Logger) 
 	h := echo.WrapHandler(http.StripPrefix("/boot/files", fs))
 	e.GET("/boot/files/*", h)
 	e.HEAD("/boot/files/*", h)
+	// Virtual media: per-node agent ISOs under --boot-dir/iso/.
+	redfish.SetISOBuilder(agentISOs{
+		b:        boot.NewISOBuilder(boot.ISOConfig{Dir: o.bootDir, FilesURL: files}),
+		filesURL: files, console: o.bootConsole,
+	})
 	// Per-node ramdisks: the agent initramfs with the node's NMState network
 	// data appended, for hosts that have no DHCP.
 	rd := echo.WrapHandler(http.StripPrefix("/boot/ramdisk", boot.NewRamdiskHandler(boot.RamdiskConfig{

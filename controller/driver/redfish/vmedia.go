@@ -71,7 +71,8 @@ type VirtualMediaBoot struct {
 // this boot carries the token; a prebuilt deploy_iso cannot.
 func (b *VirtualMediaBoot) CarriesAgentToken(n *proto.Node) bool {
 	_, prebuilt := b.ISO.(PrebuiltISO)
-	return b.ISO != nil && !prebuilt
+	deployISO, _ := n.DriverInfo["deploy_iso"].(string)
+	return b.ISO != nil && !prebuilt && deployISO == ""
 }
 
 var _ driver.AgentTokenCarrier = (*VirtualMediaBoot)(nil)
