@@ -6,10 +6,8 @@ package api_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -19,17 +17,7 @@ import (
 
 var kilnBin string
 
-func TestMain(m *testing.M) {
-	bin, cleanup, err := kilnproc.Build()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	kilnBin = bin
-	code := m.Run()
-	cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { kilnproc.RunTests(m, &kilnBin) }
 
 // kiln is one running `kiln serve` process.
 type kiln struct {

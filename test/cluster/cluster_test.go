@@ -23,18 +23,7 @@ import (
 
 var kilnBin string
 
-func TestMain(m *testing.M) {
-	bin, cleanup, err := kilnproc.Build()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	kilnBin = bin
-	code := m.Run()
-	pgtest.Stop()
-	cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { kilnproc.RunTests(m, &kilnBin, pgtest.Stop) }
 
 // fast conductor timings so that failover happens within seconds.
 var fast = []string{"--conductor-heartbeat-interval", "500ms", "--conductor-dead-after", "3s", "--log-level", "warn"}

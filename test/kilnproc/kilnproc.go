@@ -153,3 +153,20 @@ func (p *Proc) Kill() {
 
 // Pid is the process ID.
 func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+
+// RunTests is a TestMain body: it builds kiln into *bin, runs the tests,
+// then the cleanups, and exits with the tests' status.
+func RunTests(m *testing.M, bin *string, cleanups ...func()) {
+	b, remove, err := Build()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	*bin = b
+	code := m.Run()
+	for _, c := range cleanups {
+		c()
+	}
+	remove()
+	os.Exit(code)
+}
