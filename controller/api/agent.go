@@ -1,9 +1,7 @@
 package api
 
 import (
-	"crypto/rand"
 	"crypto/subtle"
-	"encoding/base64"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/kilnhq/kiln/controller/agentclient"
 	"github.com/kilnhq/kiln/controller/state"
 	"github.com/kilnhq/kiln/proto"
 )
@@ -20,16 +19,6 @@ import (
 // The agent side of the API (spec §3): lookup, heartbeat and the inspection
 // callback. These record what the agent says and wake the conductor; the
 // conductor acts.
-
-// newAgentToken makes a 43-character URL-safe token, as IPA expects (it
-// ignores tokens shorter than 32).
-func newAgentToken() string {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		panic(err)
-	}
-	return base64.RawURLEncoding.EncodeToString(b)
-}
 
 func (s *Server) notify(uuid string) {
 	if s.notifier != nil {
@@ -64,7 +53,7 @@ func (s *Server) issueToken(c echo.Context, uuid string) (*proto.Node, string, e
 			n.DriverInternalInfo = proto.Dict{}
 		}
 		if _, has := n.DriverInternalInfo[proto.InfoAgentToken]; !has {
-			t := newAgentToken()
+			t := agentclient.NewToken()
 			n.DriverInternalInfo[proto.InfoAgentToken] = t
 			token = t
 		}

@@ -37,7 +37,7 @@ func (f *flow) startRamdisk(ctx context.Context, kernelArgs map[string]string) e
 		// A virtual-media ISO carries its token: an agent booted from it
 		// cannot be told apart by MAC lookups on a shared network, so it
 		// gets the token on its kernel command line (Ironic does the same).
-		params.AgentToken = newAgentToken()
+		params.AgentToken = agentclient.NewToken()
 		if err := f.update(ctx, func(n *proto.Node) {
 			n.DriverInternalInfo[proto.InfoAgentToken] = params.AgentToken
 			n.DriverInternalInfo[proto.InfoAgentTokenPregen] = true
@@ -86,7 +86,7 @@ func (f *flow) startCleaning(ctx context.Context, req map[string]any) error {
 		// Nothing to run in-band: automated cleaning is off, or the deploy
 		// interface has no agent (fake).
 		if !skip {
-			if err := fakeDelay(ctx, n, "deploy"); err != nil {
+			if err := driver.FakeDeploy(ctx, n); err != nil {
 				return f.fail(ctx, fmt.Sprintf("Cleaning of node %s failed: %v", n.UUID, err))
 			}
 		}
@@ -120,7 +120,7 @@ func (f *flow) startDeploy(ctx context.Context, req map[string]any) error {
 		return f.transition(ctx, state.EvDone, func(n *proto.Node) { clearFlow(n) })
 	default:
 		// fake: the instance is "deployed" after the configured delay.
-		if err := fakeDelay(ctx, n, "deploy"); err != nil {
+		if err := driver.FakeDeploy(ctx, n); err != nil {
 			return f.fail(ctx, fmt.Sprintf("Deploy of node %s failed: %v", n.UUID, err))
 		}
 		if err := f.setPower(ctx, proto.PowerOn, 0); err != nil {
@@ -601,7 +601,7 @@ func (f *flow) startService(ctx context.Context, req map[string]any) error {
 		return f.fail(ctx, fmt.Sprintf("Node %s: servicing needs service_steps (%v)", n.UUID, err))
 	}
 	if !f.usesAgent() {
-		if err := fakeDelay(ctx, n, "deploy"); err != nil {
+		if err := driver.FakeDeploy(ctx, n); err != nil {
 			return f.fail(ctx, fmt.Sprintf("Servicing of node %s failed: %v", n.UUID, err))
 		}
 		return f.transition(ctx, state.EvDone, func(n *proto.Node) { clearFlow(n) })
@@ -657,27 +657,4 @@ func (f *flow) unrescue(ctx context.Context) error {
 		clearFlow(n)
 		forgetAgent(n)
 	})
-}
-
-// fakeDelay models the time a fake-hardware operation takes.
-func fakeDelay(ctx context.Context, n *proto.Node, iface string) error {
-	d := secondsOf(n.DriverInfo["fake_"+iface+"_delay"])
-	if s, ok := n.DriverInfo["fake_"+iface+"_delay"].(string); ok {
-		var f float64
-		fmt.Sscanf(s, "%g", &f)
-		d = time.Duration(f * float64(time.Second))
-	}
-	if d > 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
-	if msg, ok := n.DriverInfo["fake_"+iface+"_error"].(string); ok && msg != "" {
-		return fmt.Errorf("%s", msg)
-	}
-	return nil
 }

@@ -2,8 +2,6 @@ package conductor
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"sort"
@@ -373,15 +371,6 @@ func (f *flow) setPower(ctx context.Context, target proto.PowerState, timeout ti
 	})
 }
 
-// newAgentToken makes a 43-character URL-safe agent token.
-func newAgentToken() string {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		panic(err)
-	}
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
 // forgetAgent ends an agent's life at the end of a flow: unlike wipeAgent
 // it also drops a pre-generated token.
 func forgetAgent(n *proto.Node) {
@@ -407,7 +396,7 @@ func (f *flow) changePower(ctx context.Context) error {
 	target := *f.n.TargetPowerState
 	timeout := 0 * time.Second
 	if t, ok := f.n.DriverInternalInfo[proto.InfoPowerTimeout]; ok {
-		timeout = secondsOf(t)
+		timeout = driver.Seconds(t)
 	}
 	if err := f.setPower(ctx, target, timeout); err != nil {
 		msg := err.Error()
@@ -437,19 +426,6 @@ func (f *flow) applyBootDevice(ctx context.Context) error {
 			n.LastError = &msg
 		}
 	})
-}
-
-func secondsOf(v any) time.Duration {
-	switch x := v.(type) {
-	case float64:
-		return time.Duration(x * float64(time.Second))
-	case int:
-		return time.Duration(x) * time.Second
-	case interface{ Int64() (int64, error) }:
-		i, _ := x.Int64()
-		return time.Duration(i) * time.Second
-	}
-	return 0
 }
 
 // latencies keeps heartbeat → next command delays for reporting.

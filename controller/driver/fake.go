@@ -59,7 +59,15 @@ func init() {
 // counts as one BMC request, so the fake type shows in the BMC metrics.
 func fakeAct(ctx context.Context, n *proto.Node, iface string) (err error) {
 	defer func() { ObserveBMC(ctx, FakeHardware, iface, err) }()
-	if d := seconds(n.DriverInfo["fake_"+iface+"_delay"]); d > 0 {
+	return fakeWait(ctx, n, iface)
+}
+
+// FakeDeploy is the work of the fake deploy interface (no agent): it waits
+// driver_info["fake_deploy_delay"] and fails with fake_deploy_error.
+func FakeDeploy(ctx context.Context, n *proto.Node) error { return fakeWait(ctx, n, "deploy") }
+
+func fakeWait(ctx context.Context, n *proto.Node, iface string) error {
+	if d := Seconds(n.DriverInfo["fake_"+iface+"_delay"]); d > 0 {
 		t := time.NewTimer(d)
 		defer t.Stop()
 		select {
@@ -74,8 +82,9 @@ func fakeAct(ctx context.Context, n *proto.Node, iface string) (err error) {
 	return nil
 }
 
-// seconds reads a delay given as a JSON number or a numeric string.
-func seconds(v any) time.Duration {
+// Seconds reads a duration in seconds given as a JSON number or a numeric
+// string (driver_info and driver_internal_info values); out of range is 0.
+func Seconds(v any) time.Duration {
 	var f float64
 	switch x := v.(type) {
 	case float64:
