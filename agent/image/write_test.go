@@ -208,19 +208,24 @@ func TestRefused(t *testing.T) {
 	qemuImg(t, "convert", "-O", "qcow2", raw, filepath.Join(dir, "good.qcow2"))
 	qemuImg(t, "create", "-q", "-f", "qcow2", "-b", raw, "-F", "raw", filepath.Join(dir, "backing.qcow2"))
 	qemuImg(t, "create", "-q", "-f", "qcow2", "-o", "data_file="+filepath.Join(dir, "data.bin"), filepath.Join(dir, "datafile.qcow2"), "8M")
-	// qemu-img times its LUKS key derivation and, on a busy machine, sometimes
-	// fails with "Unable to get accurate CPU usage": try a few times.
-	for i := 0; ; i++ {
+	// qemu-img times its LUKS key derivation with the thread's CPU clock and
+	// fails with "Unable to get accurate CPU usage" when that clock does not
+	// seem to advance: now and then here, on every try on some CI machines.
+	// Then the real LUKS image is left out; the header-level case below still
+	// covers encryption.
+	luks := false
+	for i := 0; i < 5 && !luks; i++ {
 		out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", "--object", "secret,id=s0,data=pw", "-o", "encrypt.format=luks,encrypt.key-secret=s0,encrypt.iter-time=10", filepath.Join(dir, "luks.qcow2"), "8M").CombinedOutput()
-		if err == nil {
-			break
+		if err != nil {
+			t.Logf("qemu-img create a LUKS image, try %d: %v: %s", i+1, err, bytes.TrimSpace(out))
 		}
-		if i == 4 {
-			t.Fatalf("qemu-img create a LUKS image: %v: %s", err, out)
-		}
+		luks = err == nil
 	}
 	good, _ := os.ReadFile(filepath.Join(dir, "good.qcow2"))
 	os.WriteFile(filepath.Join(dir, "truncated.qcow2"), good[:len(good)/2], 0o644)
+	aes := bytes.Clone(good)
+	binary.BigEndian.PutUint32(aes[32:], 1) // crypt_method 1: legacy AES
+	os.WriteFile(filepath.Join(dir, "aes.qcow2"), aes, 0o644)
 	l1 := bytes.Clone(good)
 	binary.BigEndian.PutUint64(l1[40:], uint64(len(good))+1<<20) // L1 past the end
 	os.WriteFile(filepath.Join(dir, "l1past.qcow2"), l1, 0o644)
@@ -241,7 +246,8 @@ func TestRefused(t *testing.T) {
 	}{
 		{name: "backing file", file: "backing.qcow2", want: "backing file"},
 		{name: "data file", file: "datafile.qcow2", want: "external data file"},
-		{name: "encrypted", file: "luks.qcow2", want: "encrypted"},
+		{name: "encrypted LUKS", file: "luks.qcow2", want: "encrypted"},
+		{name: "encrypted AES", file: "aes.qcow2", want: "encrypted (method 1)"},
 		{name: "truncated", file: "truncated.qcow2", want: "outside the"},
 		{name: "L1 past end", file: "l1past.qcow2", want: "L1 table"},
 		{name: "qcow2 in gzip", file: "qcow2.gz", want: "qcow2 inside gzip"},
@@ -254,6 +260,9 @@ func TestRefused(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.file == "luks.qcow2" && !luks {
+				t.Skip("qemu-img could not create a LUKS image here (see above)")
+			}
 			size := tc.diskSize
 			if size == 0 {
 				size = 16 * mib

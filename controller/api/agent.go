@@ -44,19 +44,35 @@ func (s *Server) lookupDoc(c echo.Context, n *proto.Node, token string) proto.Lo
 	}
 }
 
-// issueToken gives the node an agent token if it has none and returns what
-// the agent may see: the token the first time, "******" afterwards.
+// giveToken gives n an agent token if it has none and returns what the agent
+// may see: the token the first time, "******" afterwards. Callers run it
+// inside the node's atomic update, so that a token can never be added after
+// the conductor has finished the node and wiped the agent's keys.
+func giveToken(n *proto.Node) string {
+	if n.DriverInternalInfo == nil {
+		n.DriverInternalInfo = proto.Dict{}
+	}
+	if _, has := n.DriverInternalInfo[proto.InfoAgentToken]; has {
+		return proto.MaskedToken
+	}
+	t := agentclient.NewToken()
+	n.DriverInternalInfo[proto.InfoAgentToken] = t
+	return t
+}
+
+// errLookupGone: the node left the states that accept an agent between the
+// read and the update.
+var errLookupGone = notFound("Resource could not be found.")
+
+// issueToken gives the node a token if it is still in a state that accepts a
+// lookup.
 func (s *Server) issueToken(c echo.Context, uuid string) (*proto.Node, string, error) {
-	token := proto.MaskedToken
+	var token string
 	n, err := s.store.UpdateNode(c.Request().Context(), uuid, func(n *proto.Node) error {
-		if n.DriverInternalInfo == nil {
-			n.DriverInternalInfo = proto.Dict{}
+		if !state.LookupAllowed(n.ProvisionState, false) {
+			return errLookupGone
 		}
-		if _, has := n.DriverInternalInfo[proto.InfoAgentToken]; !has {
-			t := agentclient.NewToken()
-			n.DriverInternalInfo[proto.InfoAgentToken] = t
-			token = t
-		}
+		token = giveToken(n)
 		return nil
 	})
 	return n, token, err
@@ -245,19 +261,28 @@ func (s *Server) continueInspection(c echo.Context) error {
 	if err := s.store.PutInventory(ctx, n.UUID, inv, pluginJSON); err != nil {
 		return s.storeError(err, "Node", n.UUID)
 	}
-	n, err = s.store.UpdateNode(ctx, n.UUID, func(n *proto.Node) error {
+	token := ""
+	uuid := n.UUID
+	n, err = s.store.UpdateNode(ctx, uuid, func(n *proto.Node) error {
+		if n.ProvisionState != proto.StateInspectWait && n.ProvisionState != proto.StateInspecting {
+			return badRequest("Node %s is in state %s; inspection data is only accepted in inspect wait", n.UUID, n.ProvisionState)
+		}
+		if n.DriverInternalInfo == nil {
+			n.DriverInternalInfo = proto.Dict{}
+		}
 		n.DriverInternalInfo[proto.InfoInspectionPending] = true
+		if minor(c) >= 84 {
+			// Before the conductor is woken: it wipes the token when it
+			// finishes the inspection.
+			token = giveToken(n)
+		}
 		return nil
 	})
 	if err != nil {
-		return s.storeError(err, "Node", n.UUID)
+		return s.storeError(err, "Node", uuid)
 	}
 	s.notify(n.UUID)
 	if minor(c) >= 84 {
-		n, token, err := s.issueToken(c, n.UUID)
-		if err != nil {
-			return s.storeError(err, "Node", n.UUID)
-		}
 		doc := s.lookupDoc(c, n, token)
 		return c.JSON(http.StatusAccepted, proto.InspectionResponse{Node: &doc.Node, Config: &doc.Config})
 	}
