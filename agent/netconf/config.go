@@ -8,11 +8,14 @@
 package netconf
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -41,6 +44,14 @@ type Config struct {
 type Interface struct {
 	Name string
 	Type InterfaceType
+	// MAC, when set on an ethernet interface, says which link is meant: a
+	// ramdisk has no udev, so the kernel's eth0, eth1… are not the
+	// predictable names (eno1, enp1s0) an operator writes. Apply renames
+	// the link with this address to Name.
+	MAC net.HardwareAddr
+	// MatchByMAC: NMState's identifier: mac-address. Name is only the
+	// profile's name; the installed system's keyfile matches the MAC alone.
+	MatchByMAC bool
 	// MTU is set when non-zero.
 	MTU  int
 	VLAN VLANConfig // for Type VLAN
@@ -100,6 +111,12 @@ func (c Config) Validate() error {
 			return fmt.Errorf("interface %s listed twice", i.Name)
 		}
 		names[i.Name] = i.Type
+		if i.MAC != nil && i.Type != Ethernet {
+			return fmt.Errorf("interface %s: mac-address is only used to find ethernet links", i.Name)
+		}
+		if i.MatchByMAC && i.MAC == nil {
+			return fmt.Errorf("interface %s: identifier mac-address without a mac-address", i.Name)
+		}
 	}
 	for _, i := range c.Interfaces {
 		switch i.Type {
@@ -211,6 +228,11 @@ func Apply(ctx context.Context, cfg Config) error {
 }
 
 func applyLink(ifc Interface) error {
+	if ifc.Type == Ethernet && ifc.MAC != nil {
+		if err := nameByMAC(ifc.Name, ifc.MAC); err != nil {
+			return err
+		}
+	}
 	link, err := netlink.LinkByName(ifc.Name)
 	var notFound netlink.LinkNotFoundError
 	switch {
@@ -220,6 +242,8 @@ func applyLink(ifc Interface) error {
 		if err != nil {
 			return err
 		}
+	case errors.As(err, &notFound):
+		return fmt.Errorf("no link named %s here (%s); give the interface its mac-address to match it whatever the ramdisk calls it", ifc.Name, describeLinks())
 	default:
 		return fmt.Errorf("look up link: %w", err)
 	}
@@ -252,6 +276,94 @@ func applyLink(ifc Interface) error {
 	if err := netlink.LinkSetUp(link); err != nil {
 		return fmt.Errorf("set up: %w", err)
 	}
+	return nil
+}
+
+// physicalLinks are the links a MAC can name: not bonds, VLANs or bridges,
+// whose addresses are borrowed.
+func physicalLinks() ([]netlink.Link, error) {
+	links, err := netlink.LinkList()
+	if err != nil {
+		return nil, fmt.Errorf("list links: %w", err)
+	}
+	var out []netlink.Link
+	for _, l := range links {
+		if t := l.Type(); (t == "device" || t == "veth") && len(l.Attrs().HardwareAddr) == 6 {
+			out = append(out, l)
+		}
+	}
+	return out, nil
+}
+
+// linkMAC is a link's own address: the permanent one when the kernel knows
+// it (a bond port's current address is the bond's).
+func linkMAC(l netlink.Link) net.HardwareAddr {
+	if a := l.Attrs().PermHWAddr; len(a) == 6 {
+		return a
+	}
+	return l.Attrs().HardwareAddr
+}
+
+// describeLinks lists the physical links for an error message.
+func describeLinks() string {
+	links, err := physicalLinks()
+	if err != nil {
+		return err.Error()
+	}
+	if len(links) == 0 {
+		return "no ethernet links at all"
+	}
+	var parts []string
+	for _, l := range links {
+		parts = append(parts, l.Attrs().Name+" "+linkMAC(l).String())
+	}
+	return "links: " + strings.Join(parts, ", ")
+}
+
+// nameByMAC renames the link that has mac to name, moving aside a link that
+// already holds the name. Links are renamed down and left down; applyLink
+// brings them up.
+func nameByMAC(name string, mac net.HardwareAddr) error {
+	links, err := physicalLinks()
+	if err != nil {
+		return err
+	}
+	var match, holder netlink.Link
+	for _, l := range links {
+		if bytes.Equal(linkMAC(l), mac) {
+			if match != nil {
+				return fmt.Errorf("interface %s: links %s and %s both have MAC %s", name, match.Attrs().Name, l.Attrs().Name, mac)
+			}
+			match = l
+		}
+	}
+	if match == nil {
+		return fmt.Errorf("interface %s: no link has MAC %s (%s)", name, mac, describeLinks())
+	}
+	if match.Attrs().Name == name {
+		return nil
+	}
+	if l, err := netlink.LinkByName(name); err == nil {
+		holder = l
+	}
+	rename := func(l netlink.Link, to string) error {
+		if err := netlink.LinkSetDown(l); err != nil {
+			return fmt.Errorf("set %s down to rename it: %w", l.Attrs().Name, err)
+		}
+		if err := netlink.LinkSetName(l, to); err != nil {
+			return fmt.Errorf("rename %s to %s: %w", l.Attrs().Name, to, err)
+		}
+		return nil
+	}
+	if holder != nil {
+		if err := rename(holder, fmt.Sprintf("kiln%d", holder.Attrs().Index)); err != nil {
+			return err
+		}
+	}
+	if err := rename(match, name); err != nil {
+		return err
+	}
+	slog.Info("link renamed to the network data's name", "from", match.Attrs().Name, "to", name, "mac", mac.String())
 	return nil
 }
 

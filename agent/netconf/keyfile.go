@@ -147,7 +147,11 @@ func Keyfiles(cfg Config) (map[string][]byte, error) {
 	for _, i := range ifaces {
 		var b strings.Builder
 		typ := map[InterfaceType]string{Ethernet: "ethernet", Bond: "bond", VLAN: "vlan"}[i.Type]
-		fmt.Fprintf(&b, "[connection]\nid=%s\ntype=%s\ninterface-name=%s\nautoconnect=true\n", i.Name, typ, i.Name)
+		fmt.Fprintf(&b, "[connection]\nid=%s\ntype=%s\n", i.Name, typ)
+		if !i.MatchByMAC {
+			fmt.Fprintf(&b, "interface-name=%s\n", i.Name)
+		}
+		b.WriteString("autoconnect=true\n")
 		if bond := portOf[i.Name]; bond != "" {
 			fmt.Fprintf(&b, "master=%s\nslave-type=bond\n", bond)
 		}
@@ -155,6 +159,9 @@ func Keyfiles(cfg Config) (map[string][]byte, error) {
 			b.WriteString("\n[ethernet]\n")
 			if i.MTU > 0 {
 				fmt.Fprintf(&b, "mtu=%d\n", i.MTU)
+			}
+			if i.MAC != nil {
+				fmt.Fprintf(&b, "mac-address=%s\n", strings.ToUpper(i.MAC.String()))
 			}
 		}
 		switch i.Type {

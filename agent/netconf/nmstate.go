@@ -2,6 +2,7 @@ package netconf
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"slices"
 	"sort"
@@ -20,8 +21,11 @@ import (
 // interface mtu, state up, ipv4/ipv6 with enabled, dhcp, address lists of
 // ip/prefix-length, and autoconf (IPv6: the kernel's SLAAC); routes.config
 // entries with destination, next-hop-address, next-hop-interface, metric
-// and the main table; dns-resolver.config server and search. mac-address
-// and description are accepted and not used.
+// and the main table; dns-resolver.config server and search. An ethernet
+// interface's mac-address picks the link (see Interface.MAC), and
+// identifier: mac-address makes the installed system match it by MAC alone;
+// on other types mac-address, and description everywhere, are accepted and
+// not used.
 //
 // Everything else — other interface types, state absent or down, route
 // rules, DHCP tuning, bond options other than miimon — is refused with an
@@ -193,7 +197,7 @@ func (p *nmParser) iface(path string, m map[string]any) (Interface, bool) {
 		return ifc, false
 	}
 	path = fmt.Sprintf("interface %s", ifc.Name)
-	p.keys(path, m, "name", "type", "state", "mtu", "mac-address", "description",
+	p.keys(path, m, "name", "type", "state", "mtu", "mac-address", "identifier", "description",
 		"ipv4", "ipv6", "vlan", "link-aggregation")
 	switch st := p.str(join(path, "state"), m["state"]); st {
 	case "", "up":
@@ -239,6 +243,24 @@ func (p *nmParser) iface(path string, m map[string]any) (Interface, bool) {
 	}
 	if v, ok := m["mtu"]; ok {
 		ifc.MTU = p.integer(join(path, "mtu"), v)
+	}
+	if v, ok := m["mac-address"]; ok && ifc.Type == Ethernet {
+		s := p.str(join(path, "mac-address"), v)
+		if mac, err := net.ParseMAC(s); err != nil || len(mac) != 6 {
+			p.fail(path, "mac-address %q is not an Ethernet MAC address", s)
+		} else {
+			ifc.MAC = mac
+		}
+	}
+	switch id := p.str(join(path, "identifier"), m["identifier"]); id {
+	case "", "name":
+	case "mac-address":
+		if ifc.Type != Ethernet || m["mac-address"] == nil {
+			p.fail(path, "identifier mac-address needs an ethernet interface with a mac-address")
+		}
+		ifc.MatchByMAC = true
+	default:
+		p.fail(path, "identifier %q not supported (name, mac-address)", id)
 	}
 	ifc.IPv4 = p.ip(join(path, "ipv4"), m["ipv4"], false)
 	ifc.IPv6 = p.ip(join(path, "ipv6"), m["ipv6"], true)

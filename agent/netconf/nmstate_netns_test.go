@@ -41,9 +41,10 @@ func TestNMStateBondVLANNetns(t *testing.T) {
 	requireNetns(t)
 	requireLinkKinds(t, "bond", "vlan")
 	srvNS, cliNS := newNS(t, "nsrv"), newNS(t, "ncli")
-	for _, i := range []string{"0", "1"} {
-		ip(t, "-n", cliNS, "link", "add", "port"+i, "type", "veth", "peer", "name", "sw"+i, "netns", srvNS)
-	}
+	// port0 is found by its MAC (the document's mac-address) and renamed
+	// from the kernel-style name it starts with.
+	ip(t, "-n", cliNS, "link", "add", "eth0", "address", "52:54:00:aa:bb:01", "type", "veth", "peer", "name", "sw0", "netns", srvNS)
+	ip(t, "-n", cliNS, "link", "add", "port1", "type", "veth", "peer", "name", "sw1", "netns", srvNS)
 	ip(t, "-n", srvNS, "link", "add", "br0", "type", "bridge")
 	for _, i := range []string{"0", "1"} {
 		ip(t, "-n", srvNS, "link", "set", "sw"+i, "master", "br0")
@@ -64,6 +65,9 @@ func TestNMStateBondVLANNetns(t *testing.T) {
 	if _, err := runHelperIn(t, cliNS, "apply", applyArg{Config: cfg, Reach: reach}); err != nil {
 		t.Fatalf("apply and reach: %v", err)
 	}
+	if p := ipOut(t, "-n", cliNS, "link", "show", "port0"); !strings.Contains(p, "master bond0") {
+		t.Errorf("port0 (eth0 renamed by MAC):\n%s", p)
+	}
 	if bond := ipOut(t, "-n", cliNS, "-d", "link", "show", "bond0"); !strings.Contains(bond, "mode active-backup") {
 		t.Errorf("bond0:\n%s", bond)
 	}
@@ -78,14 +82,17 @@ func TestNMStateBondVLANNetns(t *testing.T) {
 func TestNMStateStaticNetns(t *testing.T) {
 	requireNetns(t)
 	srvNS, cliNS := newNS(t, "nssrv"), newNS(t, "nscli")
-	ip(t, "-n", cliNS, "link", "add", "eno1", "type", "veth", "peer", "name", "peer0", "netns", srvNS)
+	// The cable is on eth5; the document calls it eno1 and gives its MAC,
+	// and another link already has the name eno1.
+	ip(t, "-n", cliNS, "link", "add", "eth5", "address", "52:54:00:87:00:02", "type", "veth", "peer", "name", "peer0", "netns", srvNS)
+	ip(t, "-n", cliNS, "link", "add", "eno1", "type", "veth", "peer", "name", "eno1p")
 	ip(t, "-n", srvNS, "addr", "add", "10.87.0.1/24", "dev", "peer0")
 	ip(t, "-n", srvNS, "addr", "add", "fd00:87::1/64", "dev", "peer0", "nodad")
 	ip(t, "-n", srvNS, "addr", "add", "203.0.113.9/32", "dev", "lo")
 	ip(t, "-n", srvNS, "link", "set", "peer0", "up")
 	reach := serveTCP(t, srvNS, "10.87.0.1:0", "[fd00:87::1]:0", "203.0.113.9:0")
 	resolv := filepath.Join(t.TempDir(), "resolv.conf")
-	doc := `{"interfaces":[{"name":"eno1","type":"ethernet","state":"up","mtu":1450,
+	doc := `{"interfaces":[{"name":"eno1","type":"ethernet","state":"up","mtu":1450,"mac-address":"52:54:00:87:00:02",
 	  "ipv4":{"enabled":true,"dhcp":false,"address":[{"ip":"10.87.0.2","prefix-length":24}]},
 	  "ipv6":{"enabled":true,"dhcp":false,"autoconf":false,"address":[{"ip":"fd00:87::2","prefix-length":64}]}}],
 	 "routes":{"config":[{"destination":"0.0.0.0/0","next-hop-address":"10.87.0.1","next-hop-interface":"eno1"},
@@ -99,7 +106,7 @@ func TestNMStateStaticNetns(t *testing.T) {
 	if _, err := runHelperIn(t, cliNS, "apply", applyArg{Config: cfg, Reach: reach}); err != nil {
 		t.Fatalf("apply and reach: %v", err)
 	}
-	if s := ipOut(t, "-n", cliNS, "link", "show", "eno1"); !strings.Contains(s, "mtu 1450") {
+	if s := ipOut(t, "-n", cliNS, "link", "show", "eno1"); !strings.Contains(s, "mtu 1450") || !strings.Contains(s, "52:54:00:87:00:02") {
 		t.Errorf("eno1:\n%s", s)
 	}
 	if r := ipOut(t, "-n", cliNS, "route", "show", "203.0.113.0/24"); !strings.Contains(r, "via 10.87.0.1 dev eno1") || !strings.Contains(r, "metric 20") {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"io/fs"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -72,7 +73,7 @@ func TestParseNMState(t *testing.T) {
 	p, a := netip.MustParsePrefix, netip.MustParseAddr
 	bondVLAN := Config{
 		Interfaces: []Interface{
-			{Name: "port0", Type: Ethernet}, {Name: "port1", Type: Ethernet},
+			{Name: "port0", Type: Ethernet, MAC: net.HardwareAddr{0x52, 0x54, 0, 0xaa, 0xbb, 1}}, {Name: "port1", Type: Ethernet},
 			{Name: "bond0", Type: Bond, MTU: 1400, Bond: BondConfig{Mode: "active-backup", Ports: []string{"port0", "port1"}}},
 			{Name: "bond0.100", Type: VLAN, VLAN: VLANConfig{Base: "bond0", ID: 100},
 				IPv4: IPConfig{Addresses: []netip.Prefix{p("10.88.0.2/24")}},
@@ -97,7 +98,15 @@ func TestParseNMState(t *testing.T) {
 		{"host address kept", "interfaces:\n- name: e\n  type: ethernet\n  ipv4: {address: [{ip: 192.0.2.77, prefix-length: 26}]}\n",
 			Config{Interfaces: []Interface{{Name: "e", Type: Ethernet, IPv4: IPConfig{Addresses: []netip.Prefix{p("192.0.2.77/26")}}}}}, ""},
 
+		{"match by mac", "interfaces:\n- name: enp1s0\n  type: ethernet\n  identifier: mac-address\n  mac-address: 52:54:00:12:34:56\n  ipv4: {dhcp: true}\n",
+			Config{Interfaces: []Interface{{Name: "enp1s0", Type: Ethernet, MAC: net.HardwareAddr{0x52, 0x54, 0, 0x12, 0x34, 0x56}, MatchByMAC: true, IPv4: IPConfig{DHCP: true}}}}, ""},
+		{"bond mac not used", "interfaces:\n- name: b\n  type: bond\n  mac-address: 52:54:00:12:34:56\n  link-aggregation: {mode: balance-rr, port: [e]}\n",
+			Config{Interfaces: []Interface{{Name: "b", Type: Bond, Bond: BondConfig{Mode: "balance-rr", Ports: []string{"e"}}}}}, ""},
+
 		{"empty", "", Config{}, "empty document"},
+		{"bad mac", "interfaces:\n- name: e\n  type: ethernet\n  mac-address: 52:54:00\n", Config{}, `interface e: mac-address "52:54:00" is not an Ethernet MAC address`},
+		{"identifier without mac", "interfaces:\n- name: e\n  type: ethernet\n  identifier: mac-address\n", Config{}, "identifier mac-address needs an ethernet interface with a mac-address"},
+		{"identifier unknown", "interfaces:\n- name: e\n  type: ethernet\n  identifier: pci-address\n", Config{}, `identifier "pci-address" not supported`},
 		{"not yaml", "interfaces: [", Config{}, "parse NMState"},
 		{"bridge", "interfaces:\n- name: br0\n  type: linux-bridge\n", Config{}, `interface br0: type "linux-bridge" not supported`},
 		{"ovs", "interfaces:\n- name: o\n  type: ovs-interface\n", Config{}, `type "ovs-interface" not supported`},
@@ -164,7 +173,7 @@ func TestKeyfiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{
-		"port0.nmconnection": "[connection]\nid=port0\ntype=ethernet\ninterface-name=port0\nautoconnect=true\nmaster=bond0\nslave-type=bond\n\n[ethernet]\n",
+		"port0.nmconnection": "[connection]\nid=port0\ntype=ethernet\ninterface-name=port0\nautoconnect=true\nmaster=bond0\nslave-type=bond\n\n[ethernet]\nmac-address=52:54:00:AA:BB:01\n",
 		"bond0.nmconnection": "[connection]\nid=bond0\ntype=bond\ninterface-name=bond0\nautoconnect=true\n\n[ethernet]\nmtu=1400\n\n[bond]\nmode=active-backup\nmiimon=100\n\n[ipv4]\nmethod=disabled\n\n[ipv6]\nmethod=disabled\n",
 		"bond0.100.nmconnection": "[connection]\nid=bond0.100\ntype=vlan\ninterface-name=bond0.100\nautoconnect=true\n\n[vlan]\nflags=1\nid=100\nparent=bond0\n\n" +
 			"[ipv4]\nmethod=manual\naddress1=10.88.0.2/24\ngateway=10.88.0.1\nroute1=198.51.100.0/24,10.88.0.1,50\ndns=10.88.0.53;\ndns-search=example.com;\n\n" +
@@ -194,9 +203,20 @@ func TestKeyfiles(t *testing.T) {
 		}
 	}
 
+	// Matched by MAC alone: no interface-name, so the installed system's
+	// own name for the NIC does not matter.
+	bym, err := ParseNMState([]byte("interfaces:\n- name: uplink\n  type: ethernet\n  identifier: mac-address\n  mac-address: 52:54:00:12:34:56\n  ipv4: {dhcp: true}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Keyfiles(bym)
+	if got := string(f["uplink.nmconnection"]); err != nil || !strings.HasPrefix(got, "[connection]\nid=uplink\ntype=ethernet\nautoconnect=true\n\n[ethernet]\nmac-address=52:54:00:12:34:56\n") {
+		t.Errorf("keyfile matched by MAC: %v\n%s", err, got)
+	}
+
 	// DHCP plus a static address, and an unreachable gateway.
 	dh, _ := ParseNMState([]byte("interfaces:\n- name: e\n  type: ethernet\n  ipv4: {dhcp: true, address: [{ip: 192.0.2.5, prefix-length: 24}]}\n"))
-	f, err := Keyfiles(dh)
+	f, err = Keyfiles(dh)
 	if err != nil || !strings.Contains(string(f["e.nmconnection"]), "[ipv4]\nmethod=auto\naddress1=192.0.2.5/24\n") {
 		t.Errorf("dhcp+static: %q %v", f["e.nmconnection"], err)
 	}
