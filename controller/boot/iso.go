@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -98,8 +99,11 @@ func Cmdline(args map[string]string, extra []string) string {
 	return strings.TrimSpace(strings.Join(append(parts, extra...), " "))
 }
 
-// Build writes node's ISO and returns its URL.
-func (b *ISOBuilder) Build(ctx context.Context, node, kernel, ramdisk, cmdline string) (string, error) {
+// Build writes node's ISO and returns its URL. networkData, when not nil,
+// is the node's NMState document: it is appended to the initramfs as the
+// per-node ramdisk handler does for network boot, so that a host without
+// DHCP that boots the ISO configures its network from it.
+func (b *ISOBuilder) Build(ctx context.Context, node, kernel, ramdisk, cmdline string, networkData []byte) (string, error) {
 	if !isoNodeRE.MatchString(node) {
 		return "", fmt.Errorf("invalid node identifier %q", node)
 	}
@@ -131,6 +135,11 @@ func (b *ISOBuilder) Build(ctx context.Context, node, kernel, ramdisk, cmdline s
 			return fmt.Errorf("%s: %w: %s", name, err, strings.TrimSpace(string(out)))
 		}
 		return nil
+	}
+	if networkData != nil {
+		if r, err = withNetworkData(work, r, networkData); err != nil {
+			return "", err
+		}
 	}
 	osrel := filepath.Join(work, "os-release")
 	cmdFile := filepath.Join(work, "cmdline")
@@ -199,4 +208,37 @@ func (b *ISOBuilder) Remove(node string) error {
 		return nil
 	}
 	return err
+}
+
+// withNetworkData writes, in dir, the initramfs at ramdisk followed by the
+// network data archive, and returns its path.
+func withNetworkData(dir, ramdisk string, data []byte) (string, error) {
+	tail, err := NetworkDataArchive(data)
+	if err != nil {
+		return "", err
+	}
+	in, err := os.Open(ramdisk)
+	if err != nil {
+		return "", err
+	}
+	defer in.Close()
+	path := filepath.Join(dir, "initrd")
+	out, err := os.Create(path)
+	if err != nil {
+		return "", err
+	}
+	n, err := io.Copy(out, in)
+	if err == nil {
+		_, err = out.Write(make([]byte, padTo4(n)))
+	}
+	if err == nil {
+		_, err = out.Write(tail)
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", fmt.Errorf("initramfs with network data: %w", err)
+	}
+	return path, nil
 }

@@ -29,7 +29,7 @@ func TestISOBuilder(t *testing.T) {
 	if cmdline != "ipa-agent-token=tok-0123456789abcdefghijklmnopqrstuvwxyz ipa-api-url=http://ctrl:6385 console=ttyS0" {
 		t.Fatalf("cmdline %q", cmdline)
 	}
-	url, err := b.Build(context.Background(), "node-1", "", "", cmdline)
+	url, err := b.Build(context.Background(), "node-1", "", "", cmdline, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,10 +59,42 @@ func TestISOBuilder(t *testing.T) {
 	if err := b.Remove("node-1"); err != nil {
 		t.Errorf("removing twice: %v", err)
 	}
-	if _, err := b.Build(context.Background(), "../evil", "", "", cmdline); err == nil {
+	if _, err := b.Build(context.Background(), "../evil", "", "", cmdline, nil); err == nil {
 		t.Error("node identifier with a path accepted")
 	}
-	if _, err := b.Build(context.Background(), "n2", "../../etc/passwd", "", cmdline); err == nil {
+	if _, err := b.Build(context.Background(), "n2", "../../etc/passwd", "", cmdline, nil); err == nil {
 		t.Error("kernel outside the boot directory accepted")
+	}
+}
+
+// A node with network data gets it appended to the ISO's initramfs, in the
+// same cpio form the per-node ramdisk carries.
+func TestISOBuilderNetworkData(t *testing.T) {
+	dir := t.TempDir()
+	b := NewISOBuilder(ISOConfig{Dir: dir, FilesURL: "http://ctrl:6385/boot/files"})
+	if err := b.Check(); err != nil {
+		t.Skipf("%v (install binutils, dosfstools, mtools, xorriso, systemd-boot-efi)", err)
+	}
+	for name, body := range map[string][]byte{"kiln-agent.kernel": bytes.Repeat([]byte{0x4b}, 1<<20), "kiln-agent.initramfs": []byte("INITRAMFS-MARKER-ODD!")} {
+		if err := os.WriteFile(filepath.Join(dir, name), body, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data := []byte("interfaces:\n- name: eno1\n  type: ethernet\n  ipv4: {address: [{ip: 192.0.2.7, prefix-length: 24}]}\n")
+	if _, err := b.Build(context.Background(), "node-2", "", "", "console=ttyS0", data); err != nil {
+		t.Fatal(err)
+	}
+	iso, err := os.ReadFile(filepath.Join(dir, "iso", "node-2.iso"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	archive, err := NetworkDataArchive(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 21 bytes of initramfs: three zero bytes put the archive on a 4-byte
+	// boundary, where the kernel looks for it.
+	if want := append([]byte("INITRAMFS-MARKER-ODD!\x00\x00\x00"), archive...); !bytes.Contains(iso, want) {
+		t.Errorf("the ISO's initramfs is not the agent's, padded, followed by the network data archive")
 	}
 }

@@ -46,10 +46,12 @@ func (b *Backend) NetworkData(ctx context.Context, node string) ([]byte, error) 
 	if err != nil {
 		return nil, err
 	}
-	return networkData(n)
+	return NodeNetworkData(n)
 }
 
-func networkData(n *proto.Node) ([]byte, error) {
+// NodeNetworkData is n's NMState document (nil when it has none), for the
+// per-node ramdisk and the virtual-media ISO alike.
+func NodeNetworkData(n *proto.Node) ([]byte, error) {
 	switch v := n.DriverInfo["preprovisioning_network_data"].(type) {
 	case string:
 		if v != "" {
@@ -88,7 +90,7 @@ func (b *Backend) decide(n *proto.Node) boot.Decision {
 	}
 	d := boot.Decision{Action: boot.BootAgent, NodeUUID: n.UUID,
 		KernelURL: b.fileURL(n.DriverInfo["deploy_kernel"]), RamdiskURL: b.fileURL(n.DriverInfo["deploy_ramdisk"])}
-	if data, _ := networkData(n); len(data) > 0 && d.RamdiskURL == "" && b.RamdiskURL != "" {
+	if data, _ := NodeNetworkData(n); len(data) > 0 && d.RamdiskURL == "" && b.RamdiskURL != "" {
 		d.RamdiskURL = strings.TrimSuffix(b.RamdiskURL, "/") + "/" + n.UUID
 	}
 	d.Inspect = n.ProvisionState == proto.StateInspectWait || n.ProvisionState == proto.StateInspecting

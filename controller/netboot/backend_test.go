@@ -78,7 +78,7 @@ func TestPerNodeRamdiskURL(t *testing.T) {
 	if d.RamdiskURL != "" {
 		t.Errorf("OpenStack network_data must not select the NMState ramdisk: %q", d.RamdiskURL)
 	}
-	data, err := networkData(&proto.Node{NetworkData: proto.Dict{"interfaces": []any{map[string]any{"name": "eth0"}}}})
+	data, err := NodeNetworkData(&proto.Node{NetworkData: proto.Dict{"interfaces": []any{map[string]any{"name": "eth0"}}}})
 	if err != nil || !strings.Contains(string(data), "eth0") {
 		t.Errorf("networkData = %s, %v", data, err)
 	}

@@ -2,16 +2,16 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"strings"
 
+	"github.com/kilnhq/kiln/controller/boot"
 	// Hardware types offered by `kiln serve`; each registers itself in init.
 	_ "github.com/kilnhq/kiln/controller/driver/ipmi"
 	_ "github.com/kilnhq/kiln/controller/driver/ipxeboot"
 	"github.com/kilnhq/kiln/controller/driver/redfish"
-
-	"fmt"
-	"github.com/kilnhq/kiln/controller/boot"
+	"github.com/kilnhq/kiln/controller/netboot"
 	"github.com/kilnhq/kiln/proto"
-	"strings"
 )
 
 // shutdownDrivers logs out of the BMC sessions the drivers keep open; serve
@@ -20,7 +20,8 @@ func shutdownDrivers(ctx context.Context) error { return redfish.Shutdown(ctx) }
 
 // agentISOs builds redfish-virtual-media ISOs on this controller: a node's
 // deploy_iso when it names one, else a per-node ISO of the agent in
-// --boot-dir with the node's kernel arguments and agent token.
+// --boot-dir with the node's kernel arguments, agent token and, for a host
+// without DHCP, its preprovisioning network data.
 type agentISOs struct {
 	b        *boot.ISOBuilder
 	filesURL string
@@ -48,7 +49,11 @@ func (a agentISOs) BuildISO(ctx context.Context, n *proto.Node, p redfish.ISOPar
 	if s, ok := n.DriverInfo["kernel_append_params"].(string); ok {
 		extra = append(extra, strings.Fields(s)...)
 	}
-	return a.b.Build(ctx, n.UUID, kernel, ramdisk, boot.Cmdline(p.KernelArgs, extra))
+	data, err := netboot.NodeNetworkData(n)
+	if err != nil {
+		return "", fmt.Errorf("node %s network data: %w", n.UUID, err)
+	}
+	return a.b.Build(ctx, n.UUID, kernel, ramdisk, boot.Cmdline(p.KernelArgs, extra), data)
 }
 
 // localName turns deploy_kernel/deploy_ramdisk into a file of --boot-dir:
