@@ -225,6 +225,9 @@ type lab struct {
 type labOpts struct {
 	uefi bool
 	disk string // "qcow2" or "raw"
+	// guestIP is the agent's address when it is not QEMU's first DHCP
+	// address (a static-IP host): the port forward to the agent needs it.
+	guestIP string
 }
 
 func newLab(t *testing.T, name string, o labOpts) *lab {
@@ -257,7 +260,7 @@ func newLab(t *testing.T, name string, o labOpts) *lab {
 	vm, err := bmcsim.NewQEMU(bmcsim.QEMUConfig{
 		Dir: filepath.Join(dir, "vm"), UEFI: o.uefi, MAC: l.mac, Disk: disk,
 		BootFile: "http://10.0.2.2:" + portOf(l.addr) + "/boot/boot.ipxe",
-		HostFwd:  []string{"tcp:127.0.0.1:" + l.agentFw + "-:9999"},
+		HostFwd:  []string{"tcp:127.0.0.1:" + l.agentFw + "-" + o.guestIP + ":9999"},
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
@@ -285,6 +288,9 @@ func (l *lab) startKiln() {
 	l.kiln = kilnproc.StartAddr(l.t, kilnBin, l.db, l.addr,
 		"--api-url", "http://10.0.2.2:"+portOf(l.addr),
 		"--boot-dir", filepath.Join(repoRoot, "out"),
+		// The BMC simulator runs on the host: it fetches controller-built
+		// ISOs at the listen address, not at the guests' 10.0.2.2.
+		"--media-url", "http://"+l.addr,
 		"--callback-timeout", "6m", "--power-sync-interval", "0", "--log-level", "debug")
 }
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -40,6 +41,7 @@ type serveOptions struct {
 	logJSON   bool
 
 	apiURL                string
+	mediaURL              string
 	workers               int
 	callbackTimeout       time.Duration
 	agentHeartbeatTimeout time.Duration
@@ -73,6 +75,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.BoolVar(&o.logJSON, "log-json", false, "log as JSON lines instead of text")
 	f.StringVar(&o.apiURL, "api-url", "", "controller URL that agents on the provisioned machines use (default: http://<listen address>)")
+	f.StringVar(&o.mediaURL, "media-url", "", "controller URL that BMCs fetch virtual-media ISOs from, when they reach the controller by another address than the machines do (Ironic's external_http_url; default: --api-url)")
 	f.IntVar(&o.workers, "workers", 32, "nodes the conductor acts on at once")
 	f.DurationVar(&o.callbackTimeout, "callback-timeout", 30*time.Minute, "how long a node may wait for its agent's first heartbeat (deploy, clean, inspect)")
 	f.DurationVar(&o.agentHeartbeatTimeout, "agent-heartbeat-timeout", time.Minute, "heartbeat_timeout given to agents; a running agent silent this long fails its node")
@@ -221,8 +224,15 @@ func mountBoot(a *api.Server, st store.Store, o serveOptions, log *slog.Logger) 
 	e.GET("/boot/files/*", h)
 	e.HEAD("/boot/files/*", h)
 	// Virtual media: per-node agent ISOs under --boot-dir/iso/.
+	mediaFiles := files
+	if o.mediaURL != "" {
+		if u, err := url.Parse(o.mediaURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("--media-url %q: want http(s)://host[:port]", o.mediaURL)
+		}
+		mediaFiles = strings.TrimSuffix(o.mediaURL, "/") + "/boot/files"
+	}
 	redfish.SetISOBuilder(agentISOs{
-		b:        boot.NewISOBuilder(boot.ISOConfig{Dir: o.bootDir, FilesURL: files}),
+		b:        boot.NewISOBuilder(boot.ISOConfig{Dir: o.bootDir, FilesURL: mediaFiles}),
 		filesURL: files, console: o.bootConsole,
 	})
 	// Per-node ramdisks: the agent initramfs with the node's NMState network
