@@ -170,9 +170,8 @@ func TestBIOS(t *testing.T) {
 func TestUEFI(t *testing.T) {
 	l := newLab(t, "uefi", labOpts{uefi: true})
 	defer l.summary()
-	// redfish-virtual-media needs an agent ISO (driver_info deploy_iso with
-	// the kernel arguments baked in): Kiln does not build one yet, so UEFI
-	// runs iPXE's EFI driver.
+	// Network boot through iPXE's EFI driver; the virtual-media scenarios
+	// boot the agent from a CD instead.
 	l.enroll("ipxe", false)
 	l.provision("manage", nil)
 	l.waitState("manageable", time.Minute, nil)
@@ -184,8 +183,9 @@ func TestUEFI(t *testing.T) {
 
 // TestUEFIVirtualMedia deploys under OVMF with the redfish-virtual-media
 // boot interface: the BMC attaches the agent ISO as a CD (no network boot),
-// then the disk boots. Kiln has no per-node ISO builder yet, so the test
-// builds deploy_iso with the agent's kernel arguments baked in.
+// then the disk boots. The ISO is the operator's (driver_info deploy_iso,
+// the agent's kernel arguments baked in); TestStaticNetworkVirtualMedia
+// boots the one the controller builds.
 func TestUEFIVirtualMedia(t *testing.T) {
 	l := newLab(t, "vmedia", labOpts{uefi: true})
 	defer l.summary()
