@@ -13,47 +13,6 @@ import (
 	"time"
 )
 
-func TestValidate(t *testing.T) {
-	p := netip.MustParsePrefix
-	good := Config{
-		Interfaces: []Interface{
-			{Name: "eth0", Type: Ethernet}, {Name: "eth1", Type: Ethernet},
-			{Name: "bond0", Type: Bond, Bond: BondConfig{Mode: "active-backup", Ports: []string{"eth0", "eth1"}}},
-			{Name: "bond0.100", Type: VLAN, VLAN: VLANConfig{Base: "bond0", ID: 100},
-				IPv4: IPConfig{Addresses: []netip.Prefix{p("192.0.2.2/24")}}, IPv6: IPConfig{Addresses: []netip.Prefix{p("2001:db8::2/64")}}},
-		},
-		Routes: []Route{{Gateway: netip.MustParseAddr("192.0.2.1")}, {Destination: p("198.51.100.0/24"), Interface: "bond0.100"}},
-	}
-	if err := good.Validate(); err != nil {
-		t.Fatalf("valid config rejected: %v", err)
-	}
-	for name, mutate := range map[string]func(*Config){
-		"duplicate name":  func(c *Config) { c.Interfaces[1].Name = "eth0" },
-		"no name":         func(c *Config) { c.Interfaces[0].Name = "" },
-		"unknown type":    func(c *Config) { c.Interfaces[0].Type = "wifi" },
-		"vlan id 0":       func(c *Config) { c.Interfaces[3].VLAN.ID = 0 },
-		"vlan id 4095":    func(c *Config) { c.Interfaces[3].VLAN.ID = 4095 },
-		"vlan no base":    func(c *Config) { c.Interfaces[3].VLAN.Base = "" },
-		"bond no ports":   func(c *Config) { c.Interfaces[2].Bond.Ports = nil },
-		"bond bad mode":   func(c *Config) { c.Interfaces[2].Bond.Mode = "fastest" },
-		"bond vlan port":  func(c *Config) { c.Interfaces[2].Bond.Ports = []string{"bond0.100"} },
-		"v6 in v4":        func(c *Config) { c.Interfaces[3].IPv4.Addresses = []netip.Prefix{p("2001:db8::9/64")} },
-		"v4 in v6":        func(c *Config) { c.Interfaces[3].IPv6.Addresses = []netip.Prefix{p("192.0.2.9/24")} },
-		"route no target": func(c *Config) { c.Routes[1].Interface = "" },
-		"route mixed": func(c *Config) {
-			c.Routes[0] = Route{Destination: p("2001:db8:1::/48"), Gateway: netip.MustParseAddr("192.0.2.1")}
-		},
-	} {
-		c := good
-		c.Interfaces = append([]Interface(nil), good.Interfaces...)
-		c.Routes = append([]Route(nil), good.Routes...)
-		mutate(&c)
-		if err := c.Validate(); err == nil {
-			t.Errorf("%s: accepted", name)
-		}
-	}
-}
-
 func TestWriteResolvConf(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "etc", "resolv.conf")
 	a := netip.MustParseAddr

@@ -28,6 +28,10 @@ func (f *flow) usesAgent() bool {
 // machine is (re)started, and the node waits for the agent's first heartbeat.
 func (f *flow) startRamdisk(ctx context.Context, kernelArgs map[string]string) error {
 	n := f.n
+	// A bad document would boot a host that never reaches us: refuse now.
+	if _, err := driver.NetworkData(n); err != nil {
+		return fmt.Errorf("Cannot boot the agent ramdisk: %v", err)
+	}
 	args := map[string]string{"ipa-api-url": f.c.cfg.APIURL}
 	for k, v := range kernelArgs {
 		args[k] = v

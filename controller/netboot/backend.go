@@ -6,12 +6,12 @@ package netboot
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/kilnhq/kiln/controller/boot"
+	"github.com/kilnhq/kiln/controller/driver"
 	"github.com/kilnhq/kiln/controller/state"
 	"github.com/kilnhq/kiln/controller/store"
 	"github.com/kilnhq/kiln/proto"
@@ -46,24 +46,7 @@ func (b *Backend) NetworkData(ctx context.Context, node string) ([]byte, error) 
 	if err != nil {
 		return nil, err
 	}
-	return NodeNetworkData(n)
-}
-
-// NodeNetworkData is n's NMState document (nil when it has none), for the
-// per-node ramdisk and the virtual-media ISO alike.
-func NodeNetworkData(n *proto.Node) ([]byte, error) {
-	switch v := n.DriverInfo["preprovisioning_network_data"].(type) {
-	case string:
-		if v != "" {
-			return []byte(v), nil
-		}
-	case map[string]any:
-		return json.Marshal(v)
-	}
-	if _, nmstate := n.NetworkData["interfaces"]; nmstate {
-		return json.Marshal(n.NetworkData)
-	}
-	return nil, nil
+	return driver.NetworkData(n)
 }
 
 // BootFor implements boot.Backend.
@@ -90,7 +73,7 @@ func (b *Backend) decide(n *proto.Node) boot.Decision {
 	}
 	d := boot.Decision{Action: boot.BootAgent, NodeUUID: n.UUID,
 		KernelURL: b.fileURL(n.DriverInfo["deploy_kernel"]), RamdiskURL: b.fileURL(n.DriverInfo["deploy_ramdisk"])}
-	if data, _ := NodeNetworkData(n); len(data) > 0 && d.RamdiskURL == "" && b.RamdiskURL != "" {
+	if data, _ := driver.NetworkData(n); len(data) > 0 && d.RamdiskURL == "" && b.RamdiskURL != "" {
 		d.RamdiskURL = strings.TrimSuffix(b.RamdiskURL, "/") + "/" + n.UUID
 	}
 	d.Inspect = n.ProvisionState == proto.StateInspectWait || n.ProvisionState == proto.StateInspecting

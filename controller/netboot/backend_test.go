@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/kilnhq/kiln/controller/boot"
@@ -78,8 +77,8 @@ func TestPerNodeRamdiskURL(t *testing.T) {
 	if d.RamdiskURL != "" {
 		t.Errorf("OpenStack network_data must not select the NMState ramdisk: %q", d.RamdiskURL)
 	}
-	data, err := NodeNetworkData(&proto.Node{NetworkData: proto.Dict{"interfaces": []any{map[string]any{"name": "eth0"}}}})
-	if err != nil || !strings.Contains(string(data), "eth0") {
-		t.Errorf("networkData = %s, %v", data, err)
+	d = b.decide(&proto.Node{UUID: "u3", ProvisionState: proto.StateDeploying, DriverInfo: proto.Dict{"preprovisioning_network_data": "interfaces: [{name: e}]"}})
+	if d.RamdiskURL != "" {
+		t.Errorf("a document the agent cannot apply selected the NMState ramdisk: %q", d.RamdiskURL)
 	}
 }

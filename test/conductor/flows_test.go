@@ -193,6 +193,24 @@ func TestFailurePaths(t *testing.T) {
 			t.Errorf("last_error = %q", le)
 		}
 	})
+	t.Run("network data the agent cannot apply", func(t *testing.T) {
+		c := startController(t, controllerOpts{})
+		m := &machine{}
+		uuid := c.enroll("node-netdata", "52:54:00:00:12:05", map[string]any{"driver_info": map[string]any{
+			"preprovisioning_network_data": "interfaces:\n- name: br0\n  type: linux-bridge\n"}}, m)
+		c.provision(uuid, map[string]any{"target": "manage"})
+		c.waitState(uuid, proto.StateManageable, 10*time.Second)
+		c.provision(uuid, map[string]any{"target": "provide"})
+		n := c.waitState(uuid, proto.StateCleanFailed, 10*time.Second)
+		if le, _ := n["last_error"].(string); !strings.Contains(le, "preprovisioning_network_data") || !strings.Contains(le, `type "linux-bridge" not supported`) {
+			t.Errorf("last_error = %q", le)
+		}
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if len(m.bootedAt) != 0 {
+			t.Errorf("the ramdisk was booted %d times with network data it cannot apply", len(m.bootedAt))
+		}
+	})
 	t.Run("callback timeout", func(t *testing.T) {
 		c := startController(t, controllerOpts{callbackTimeout: time.Second})
 		m := &machine{noBoot: true}

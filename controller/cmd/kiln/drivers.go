@@ -6,11 +6,11 @@ import (
 	"strings"
 
 	"github.com/kilnhq/kiln/controller/boot"
+	"github.com/kilnhq/kiln/controller/driver"
 	// Hardware types offered by `kiln serve`; each registers itself in init.
 	_ "github.com/kilnhq/kiln/controller/driver/ipmi"
 	_ "github.com/kilnhq/kiln/controller/driver/ipxeboot"
 	"github.com/kilnhq/kiln/controller/driver/redfish"
-	"github.com/kilnhq/kiln/controller/netboot"
 	"github.com/kilnhq/kiln/proto"
 )
 
@@ -49,9 +49,9 @@ func (a agentISOs) BuildISO(ctx context.Context, n *proto.Node, p redfish.ISOPar
 	if s, ok := n.DriverInfo["kernel_append_params"].(string); ok {
 		extra = append(extra, strings.Fields(s)...)
 	}
-	data, err := netboot.NodeNetworkData(n)
+	data, err := driver.NetworkData(n)
 	if err != nil {
-		return "", fmt.Errorf("node %s network data: %w", n.UUID, err)
+		return "", err
 	}
 	return a.b.Build(ctx, n.UUID, kernel, ramdisk, boot.Cmdline(p.KernelArgs, extra), data)
 }

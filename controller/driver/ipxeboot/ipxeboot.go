@@ -32,8 +32,12 @@ func management(n *proto.Node) (driver.Management, error) {
 	return set.Management, nil
 }
 
-// Validate checks that the node's management interface can steer the boot.
+// Validate checks that the node's management interface can steer the boot
+// and that its network data, if any, is a document the agent can apply.
 func (Boot) Validate(ctx context.Context, n *proto.Node) error {
+	if _, err := driver.NetworkData(n); err != nil {
+		return err
+	}
 	m, err := management(n)
 	if err != nil {
 		return err

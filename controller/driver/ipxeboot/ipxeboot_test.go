@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -75,5 +76,10 @@ func TestBootDevices(t *testing.T) {
 	}
 	if err := b.Validate(ctx, &proto.Node{Driver: "nope"}); err == nil {
 		t.Fatal("validate of an unknown hardware type passed")
+	}
+	bad := *n
+	bad.DriverInfo = proto.Dict{"preprovisioning_network_data": "interfaces:\n- name: e\n  type: ethernet\n  state: absent\n"}
+	if err := b.Validate(ctx, &bad); err == nil || !strings.Contains(err.Error(), `state "absent" not supported`) {
+		t.Fatalf("validate with network data the agent cannot apply: %v", err)
 	}
 }
