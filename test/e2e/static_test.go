@@ -16,21 +16,11 @@ import (
 // network data.
 const staticIP = "10.0.2.77"
 
-// TestStaticNetworkVirtualMedia is a host without DHCP as Metal3 enrols one:
-// driver_info.preprovisioning_network_data (NMState, naming the NIC by its
-// predictable name and MAC), boot over redfish-virtual-media with the ISO the
-// controller builds. The agent must configure the static address before it
-// can reach the controller at all; then the machine is inspected, deployed
-// and boots its image.
-func TestStaticNetworkVirtualMedia(t *testing.T) {
-	if _, err := exec.LookPath("xorriso"); err != nil {
-		t.Skip("xorriso not found: the controller builds virtual-media ISOs with it (apt-get install xorriso)")
-	}
-	l := newLab(t, "static", labOpts{uefi: true, guestIP: staticIP})
-	defer l.summary()
-	// The kernel calls the NIC eth0 (a ramdisk has no udev); the document
-	// calls it enp0s3, as the installed system would, and gives its MAC.
-	doc := fmt.Sprintf(`interfaces:
+// staticDoc is the NMState network data of the static-IP scenarios: the
+// kernel calls the NIC eth0 (a ramdisk has no udev); the document calls it
+// enp0s3, as the installed system would, and gives its MAC.
+func staticDoc(mac string) string {
+	return fmt.Sprintf(`interfaces:
 - name: enp0s3
   type: ethernet
   state: up
@@ -51,20 +41,22 @@ routes:
 dns-resolver:
   config:
     server: [10.0.2.3]
-`, l.mac, staticIP)
-	l.enrollWith("redfish-virtual-media", false, map[string]any{"preprovisioning_network_data": doc})
+`, mac, staticIP)
+}
+
+// inspectStatic inspects the node and checks that its agent configured the
+// static address from the network data, without DHCP, and reached the
+// controller with it.
+func (l *lab) inspectStatic() {
+	t := l.t
+	t.Helper()
 	l.provision("manage", nil)
 	l.waitState("manageable", time.Minute, nil)
-
 	p := l.begin()
-	ons := l.vm.PowerOns()
 	l.provision("inspect", nil)
 	l.waitState("manageable", 4*time.Minute, p)
 	l.phaseTimings("inspect", p, time.Now())
-	console := l.serialSince(ons)
-	if !strings.Contains(console, "boot order cd") {
-		t.Errorf("the agent did not boot from the virtual CD (power-on lines: %q)", powerOnLines(console))
-	}
+	console := l.serialSince(p.ons)
 	if !strings.Contains(console, "network configured from NMState network data") {
 		t.Errorf("the agent did not report applying the network data")
 	}
@@ -96,6 +88,26 @@ dns-resolver:
 	if !found {
 		t.Errorf("inventory interfaces %+v lack %s", inv.Inventory.Interfaces, l.mac)
 	}
+}
+
+// TestStaticNetworkVirtualMedia is a host without DHCP as Metal3 enrols one:
+// driver_info.preprovisioning_network_data (NMState, naming the NIC by its
+// predictable name and MAC), boot over redfish-virtual-media with the ISO the
+// controller builds. The agent must configure the static address before it
+// can reach the controller at all; then the machine is inspected, deployed
+// and boots its image.
+func TestStaticNetworkVirtualMedia(t *testing.T) {
+	if _, err := exec.LookPath("xorriso"); err != nil {
+		t.Skip("xorriso not found: the controller builds virtual-media ISOs with it (apt-get install xorriso)")
+	}
+	l := newLab(t, "static", labOpts{uefi: true, guestIP: staticIP})
+	defer l.summary()
+	l.enrollWith("redfish-virtual-media", false, map[string]any{"preprovisioning_network_data": staticDoc(l.mac)})
+	ons := l.vm.PowerOns()
+	l.inspectStatic()
+	if s := l.serialSince(ons); !strings.Contains(s, "boot order cd") {
+		t.Errorf("the agent did not boot from the virtual CD (power-on lines: %q)", powerOnLines(s))
+	}
 
 	l.provision("provide", nil)
 	l.waitState("available", time.Minute, nil)
@@ -103,5 +115,19 @@ dns-resolver:
 	l.checkBooted(ons, "good", time.Now())
 	if m, _ := l.vm.Media(context.Background()); m.Inserted {
 		t.Errorf("the agent ISO is still inserted after the deploy: %+v", m)
+	}
+}
+
+// TestStaticNetworkIPXE: the same network data on a network-booted node.
+// iPXE itself still takes a DHCP lease to load its script; the script then
+// loads the node's own ramdisk (/boot/ramdisk/<node>, the initramfs with the
+// document appended) and the agent uses the static address, not DHCP.
+func TestStaticNetworkIPXE(t *testing.T) {
+	l := newLab(t, "static-ipxe", labOpts{guestIP: staticIP})
+	defer l.summary()
+	l.enrollWith("ipxe", false, map[string]any{"preprovisioning_network_data": staticDoc(l.mac)})
+	l.inspectStatic()
+	if !strings.Contains(l.kiln.Logs(), `msg="serving ramdisk with network data" node=`+l.node) {
+		t.Errorf("the controller never served the node's own ramdisk")
 	}
 }
