@@ -31,6 +31,12 @@ type BringupOptions struct {
 	CarrierTimeout time.Duration
 	DHCPTimeout    time.Duration
 	DHCPv6Timeout  time.Duration
+	// DHCPv6Background: once DHCPv4 gave a lease, Bringup returns and the
+	// best-effort DHCPv6 goes on in the background (default timeout then
+	// 30 s), its lease applied when it comes; Result.DHCPv6Done says when it
+	// ended. A network without DHCPv6 then costs the boot nothing, where
+	// waiting costs every boot the whole timeout.
+	DHCPv6Background bool
 	// ResolvConf is the resolver file to write ("" is /etc/resolv.conf).
 	ResolvConf string
 	Logger     *slog.Logger
@@ -46,6 +52,9 @@ type Result struct {
 	Leases []Lease
 	// Static is the ip= configuration applied instead of DHCP, if any.
 	Static *IPArg
+	// DHCPv6Done is closed when a background DHCPv6 attempt has ended (nil
+	// when none was started).
+	DHCPv6Done <-chan struct{} `json:"-"`
 }
 
 // Bringup configures the network of a freshly booted ramdisk: loopback and
@@ -149,6 +158,33 @@ func Bringup(ctx context.Context, opts BringupOptions) (Result, error) {
 	}
 	if opts.DHCPv6Timeout < 0 && ip.Method != MethodDHCP6 {
 		v6on = nil
+	}
+	if opts.DHCPv6Background && res.Interface != "" && len(v6on) > 0 {
+		if len(dns) > 0 {
+			if err := WriteResolvConf(opts.ResolvConf, dns, search); err != nil {
+				return res, err
+			}
+		}
+		done := make(chan struct{})
+		res.DHCPv6Done = done
+		go func(name string, dns []netip.Addr, search []string) {
+			defer close(done)
+			lease, err := DHCPv6(ctx, name, orDefault(opts.DHCPv6Timeout, 30*time.Second))
+			if err == nil {
+				err = ApplyLease(lease)
+			}
+			if err != nil {
+				log.Info("no DHCPv6 lease (best effort, in the background)", "interface", name, "err", err)
+				return
+			}
+			log.Info("DHCPv6 lease applied", "interface", name, "address", lease.Address)
+			if len(lease.DNS) > 0 {
+				if err := WriteResolvConf(opts.ResolvConf, append(dns, lease.DNS...), append(search, lease.Search...)); err != nil {
+					log.Warn("resolver file with the DHCPv6 servers", "err", err)
+				}
+			}
+		}(v6on[0], slices.Clone(dns), slices.Clone(search))
+		return res, nil
 	}
 	for _, name := range v6on {
 		lease, err := DHCPv6(ctx, name, orDefault(opts.DHCPv6Timeout, 5*time.Second))

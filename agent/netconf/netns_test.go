@@ -58,6 +58,9 @@ func runHelper(name, arg string) error {
 		if err != nil {
 			return err
 		}
+		if res.DHCPv6Done != nil {
+			<-res.DHCPv6Done // the process's end would cut the background exchange short
+		}
 		return json.NewEncoder(os.Stdout).Encode(res)
 	case "apply":
 		var a applyArg
@@ -197,6 +200,11 @@ func runHelperIn(t *testing.T, ns, helper string, arg any) (string, error) {
 // pick the BOOTIF link, get a DHCPv4 lease and then a DHCPv6 one from servers
 // in the peer namespace, and apply addresses, default route and DNS.
 func TestBringupDHCP(t *testing.T) {
+	t.Run("DHCPv6 waited for", func(t *testing.T) { testBringupDHCP(t, false) })
+	t.Run("DHCPv6 in the background", func(t *testing.T) { testBringupDHCP(t, true) })
+}
+
+func testBringupDHCP(t *testing.T, background bool) {
 	requireNetns(t)
 	srvNS, cliNS := newNS(t, "dsrv"), newNS(t, "dcli")
 	// Two links in the client: an idle one without carrier first in kernel
@@ -228,6 +236,7 @@ func TestBringupDHCP(t *testing.T) {
 	out, err := runHelperIn(t, cliNS, "bringup", BringupOptions{
 		BootIF: "01-02-00-00-00-77-50", Links: []string{"idle0", "boot0"}, ResolvConf: resolv,
 		CarrierTimeout: 5 * time.Second, DHCPTimeout: 15 * time.Second, DHCPv6Timeout: 2 * time.Second,
+		DHCPv6Background: background,
 	})
 	if err != nil {
 		t.Fatalf("bringup: %v", err)
@@ -236,8 +245,14 @@ func TestBringupDHCP(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("decode result %q: %v", out, err)
 	}
-	if res.Interface != "boot0" || len(res.Leases) != 2 || res.Leases[0].Address != netip.MustParsePrefix("10.77.0.50/24") ||
-		res.Leases[0].Gateway != netip.MustParseAddr("10.77.0.1") || res.Leases[1].Address != netip.MustParsePrefix("fd00:77::50/128") {
+	// In the background, Bringup returned with the DHCPv4 lease alone; the
+	// helper waited for the DHCPv6 one before exiting.
+	wantLeases := 2
+	if background {
+		wantLeases = 1
+	}
+	if res.Interface != "boot0" || len(res.Leases) != wantLeases || res.Leases[0].Address != netip.MustParsePrefix("10.77.0.50/24") ||
+		res.Leases[0].Gateway != netip.MustParseAddr("10.77.0.1") || (!background && res.Leases[1].Address != netip.MustParsePrefix("fd00:77::50/128")) {
 		t.Errorf("result %+v", res)
 	}
 	if addrs := ipOut(t, "-n", cliNS, "-6", "addr", "show", "dev", "boot0"); !strings.Contains(addrs, "fd00:77::50/128") {

@@ -134,7 +134,7 @@ func networkUp(cfg agent.Config, log *slog.Logger) func(ctx context.Context) err
 			}
 		}
 		if !up {
-			res, err := netconf.Bringup(ctx, netconf.BringupOptions{BootIF: cfg.BootIF, IPArg: cfg.IPArg, Logger: log})
+			res, err := netconf.Bringup(ctx, netconf.BringupOptions{BootIF: cfg.BootIF, IPArg: cfg.IPArg, Logger: log, DHCPv6Background: true})
 			if err != nil {
 				return err
 			}
