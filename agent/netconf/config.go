@@ -135,9 +135,11 @@ func applyLink(ifc Interface) error {
 	return nil
 }
 
-// physicalLinks are the links a MAC can name: not bonds, VLANs or bridges,
-// whose addresses are borrowed.
-func physicalLinks() ([]netlink.Link, error) {
+// macNamedLinks are the links a MAC can name: not bonds, VLANs or bridges,
+// whose addresses are borrowed. Unlike PhysicalLinks it keeps bond ports
+// (applying a document twice finds them enslaved) and veths (the tests'
+// NICs).
+func macNamedLinks() ([]netlink.Link, error) {
 	links, err := netlink.LinkList()
 	if err != nil {
 		return nil, fmt.Errorf("list links: %w", err)
@@ -162,7 +164,7 @@ func linkMAC(l netlink.Link) net.HardwareAddr {
 
 // describeLinks lists the physical links for an error message.
 func describeLinks() string {
-	links, err := physicalLinks()
+	links, err := macNamedLinks()
 	if err != nil {
 		return err.Error()
 	}
@@ -180,7 +182,7 @@ func describeLinks() string {
 // already holds the name. Links are renamed down and left down; applyLink
 // brings them up.
 func nameByMAC(name string, mac net.HardwareAddr) error {
-	links, err := physicalLinks()
+	links, err := macNamedLinks()
 	if err != nil {
 		return err
 	}
