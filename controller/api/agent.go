@@ -60,17 +60,14 @@ func giveToken(n *proto.Node) string {
 	return t
 }
 
-// errLookupGone: the node left the states that accept an agent between the
-// read and the update.
-var errLookupGone = notFound("Resource could not be found.")
-
 // issueToken gives the node a token if it is still in a state that accepts a
 // lookup.
 func (s *Server) issueToken(c echo.Context, uuid string) (*proto.Node, string, error) {
 	var token string
 	n, err := s.store.UpdateNode(c.Request().Context(), uuid, func(n *proto.Node) error {
 		if !state.LookupAllowed(n.ProvisionState, false) {
-			return errLookupGone
+			// It left the states that accept an agent since it was read.
+			return notFound("Resource could not be found.")
 		}
 		token = giveToken(n)
 		return nil
