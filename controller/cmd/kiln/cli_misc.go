@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kilnhq/kiln/controller/client"
 	"github.com/kilnhq/kiln/proto"
 )
 
@@ -121,38 +122,14 @@ func nodeMaintenanceCmd(o *cliOptions) *cobra.Command {
 		Use:   "set NODE...",
 		Short: "Put nodes in maintenance: the conductor leaves them alone",
 		Args:  cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			return eachNode(cmd, args, func(ctx context.Context, n string) error {
-				if err := c.SetMaintenance(ctx, n, reason); err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "Node %s is in maintenance\n", n)
-				return nil
-			})
-		},
+		RunE:  eachArg(o, func(ctx context.Context, c *client.Client, n string) error { return c.SetMaintenance(ctx, n, reason) }, "Node %s is in maintenance"),
 	}
 	set.Flags().StringVar(&reason, "reason", "", "why (shown as maintenance_reason)")
 	unset := &cobra.Command{
 		Use:   "unset NODE...",
 		Short: "Take nodes out of maintenance",
 		Args:  cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			return eachNode(cmd, args, func(ctx context.Context, n string) error {
-				if err := c.UnsetMaintenance(ctx, n); err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "Node %s is out of maintenance\n", n)
-				return nil
-			})
-		},
+		RunE:  eachArg(o, func(ctx context.Context, c *client.Client, n string) error { return c.UnsetMaintenance(ctx, n) }, "Node %s is out of maintenance"),
 	}
 	cmd.AddCommand(set, unset)
 	return cmd
@@ -286,19 +263,7 @@ func newPortCmd() *cobra.Command {
 		Use:   "delete PORT...",
 		Short: "Delete ports (by UUID)",
 		Args:  cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			return eachNode(cmd, args, func(ctx context.Context, p string) error {
-				if err := c.DeletePort(ctx, p); err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "Deleted port %s\n", p)
-				return nil
-			})
-		},
+		RunE:  eachArg(o, func(ctx context.Context, c *client.Client, p string) error { return c.DeletePort(ctx, p) }, "Deleted port %s"),
 	}
 	cmd.AddCommand(list, create, del)
 	return cmd

@@ -342,19 +342,25 @@ func nodeDeleteCmd(o *cliOptions) *cobra.Command {
 		Use:   "delete NODE...",
 		Short: "Delete nodes",
 		Args:  cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.client()
-			if err != nil {
+		RunE:  eachArg(o, func(ctx context.Context, c *client.Client, n string) error { return c.DeleteNode(ctx, n) }, "Deleted node %s"),
+	}
+}
+
+// eachArg is the RunE of a command that acts on each node or port named:
+// act, then done (a format of the name) on standard output.
+func eachArg(o *cliOptions, act func(ctx context.Context, c *client.Client, name string) error, done string) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		c, err := o.client()
+		if err != nil {
+			return err
+		}
+		return eachNode(cmd, args, func(ctx context.Context, name string) error {
+			if err := act(ctx, c, name); err != nil {
 				return err
 			}
-			return eachNode(cmd, args, func(ctx context.Context, n string) error {
-				if err := c.DeleteNode(ctx, n); err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "Deleted node %s\n", n)
-				return nil
-			})
-		},
+			fmt.Fprintf(cmd.OutOrStdout(), done+"\n", name)
+			return nil
+		})
 	}
 }
 
