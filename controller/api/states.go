@@ -12,6 +12,7 @@ import (
 
 	"github.com/kilnhq/kiln/controller/deploy"
 	"github.com/kilnhq/kiln/controller/driver"
+	"github.com/kilnhq/kiln/controller/secrets"
 	"github.com/kilnhq/kiln/controller/store"
 	"github.com/kilnhq/kiln/proto"
 )
@@ -452,6 +453,7 @@ func (s *Server) listHistory(c echo.Context) error {
 	out := make([]proto.HistoryEvent, 0, len(events))
 	for _, ev := range events {
 		ev.Links = links(c, "nodes/"+n.UUID+"/history/"+ev.UUID)
+		ev.Event = secrets.Scrub(ev.Event)
 		if detail == nil || !*detail {
 			ev.EventType, ev.Conductor, ev.User = "", "", ""
 		}
@@ -475,6 +477,7 @@ func (s *Server) getHistoryEvent(c echo.Context) error {
 	for _, ev := range events {
 		if ev.UUID == c.Param("event") {
 			ev.Links = links(c, "nodes/"+n.UUID+"/history/"+ev.UUID)
+			ev.Event = secrets.Scrub(ev.Event)
 			return c.JSON(http.StatusOK, ev)
 		}
 	}
