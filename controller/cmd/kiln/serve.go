@@ -29,6 +29,7 @@ import (
 	"github.com/kilnhq/kiln/controller/events"
 	"github.com/kilnhq/kiln/controller/metrics"
 	"github.com/kilnhq/kiln/controller/netboot"
+	"github.com/kilnhq/kiln/controller/secrets"
 	"github.com/kilnhq/kiln/controller/store"
 )
 
@@ -94,10 +95,11 @@ func newLogger(level string, asJSON bool) (*slog.Logger, error) {
 		return nil, fmt.Errorf("invalid --log-level %q: %w", level, err)
 	}
 	opts := &slog.HandlerOptions{Level: l}
+	// Every line is scrubbed of agent tokens and URL credentials.
 	if asJSON {
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+		return slog.New(secrets.NewLogHandler(slog.NewJSONHandler(os.Stderr, opts))), nil
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	return slog.New(secrets.NewLogHandler(slog.NewTextHandler(os.Stderr, opts))), nil
 }
 
 // serve runs the controller until ctx ends, then shuts down gracefully:
