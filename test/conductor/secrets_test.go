@@ -167,4 +167,3 @@ func stringOf(v any) string {
 	walk(v)
 	return b.String()
 }
-
