@@ -401,7 +401,7 @@ func validateInterface(ctx context.Context, n *proto.Node, ifs driver.Set, resol
 	yes, no := true, false
 	result := func(err error) proto.ValidateResult {
 		if err != nil {
-			reason := err.Error()
+			reason := secrets.Scrub(err.Error())
 			return proto.ValidateResult{Result: &no, Reason: &reason}
 		}
 		return proto.ValidateResult{Result: &yes}

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kilnhq/kiln/controller/store"
 )
@@ -141,4 +142,58 @@ func TestSecretsNeverLeave(t *testing.T) {
 	if n.InstanceInfo["configdrive"] != "S-configdrive" {
 		t.Errorf("stored configdrive became %v", n.InstanceInfo["configdrive"])
 	}
+}
+
+// TestErrorsScrubbed: a BMC error quoting a URL with credentials and an
+// agent token reaches validate, last_error, history and the log of a real
+// kiln serve with both scrubbed.
+func TestErrorsScrubbed(t *testing.T) {
+	k := startKiln(t, filepath.Join(t.TempDir(), "kiln.db"))
+	const bmcErr = "BMC https://admin:hunter2@10.0.0.5/redfish/v1 refused; agent at http://10.0.0.9:9999/v1/commands/?agent_token=tok-xyz-123"
+	body, _ := json.Marshal(map[string]any{"driver": "fake-hardware", "driver_info": map[string]any{"fake_power_error": bmcErr}})
+	code, _, b := k.call("POST", "/v1/nodes", string(body))
+	if code != 201 {
+		t.Fatalf("create: %d %s", code, b)
+	}
+	uuid := mustJSON(t, b)["uuid"].(string)
+	leaks := []string{"hunter2", "tok-xyz-123"}
+	noLeak := func(what, text string) {
+		t.Helper()
+		for _, l := range leaks {
+			if strings.Contains(text, l) {
+				t.Errorf("%s shows %s: %s", what, l, text)
+			}
+		}
+	}
+	code, _, b = k.call("GET", "/v1/nodes/"+uuid+"/validate", "")
+	if code != 200 || !strings.Contains(string(b), "refused") {
+		t.Fatalf("validate: %d %s", code, b)
+	}
+	noLeak("validate", string(b))
+
+	if code, _, b := k.call("PUT", "/v1/nodes/"+uuid+"/states/provision", `{"target":"manage"}`); code != 202 {
+		t.Fatalf("manage: %d %s", code, b)
+	}
+	var lastError string
+	for deadline := time.Now().Add(20 * time.Second); lastError == ""; sleep() {
+		_, _, b := k.call("GET", "/v1/nodes/"+uuid, "")
+		n := mustJSON(t, b)
+		if le, _ := n["last_error"].(string); le != "" && n["provision_state"] == "enroll" && n["target_provision_state"] == nil {
+			lastError = le
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("manage never failed: %s", b)
+		}
+	}
+	if !strings.Contains(lastError, "refused") {
+		t.Fatalf("last_error is not the BMC's error: %q", lastError)
+	}
+	noLeak("last_error", lastError)
+	_, _, b = k.call("GET", "/v1/nodes/"+uuid+"/history?detail=true", "")
+	if !strings.Contains(string(b), "refused") {
+		t.Errorf("history lacks the failure: %s", b)
+	}
+	noLeak("history", string(b))
+	k.stop()
+	noLeak("kiln serve log", k.Logs())
 }

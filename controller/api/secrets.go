@@ -1,5 +1,8 @@
 package api
 
+// Keeping secrets out of answers: JSON patch reads, write-backs and error
+// messages (views mask through maskedNode).
+
 import (
 	"github.com/kilnhq/kiln/controller/api/jsonpatch"
 	"github.com/kilnhq/kiln/controller/secrets"
@@ -56,4 +59,17 @@ func refuseSecretReads(doc map[string]any, ops []jsonpatch.Op) error {
 // back), at any depth.
 func keepStoredSecrets(stored, patched map[string]any) map[string]any {
 	return secrets.KeepMasked(stored, patched).(map[string]any)
+}
+
+// scrubbedError is e with agent tokens and URL credentials removed from its
+// message (a driver or store error may quote a URL); e itself may be shared
+// and is not changed.
+func scrubbedError(e *Error) *Error {
+	msg := secrets.Scrub(e.Msg)
+	if msg == e.Msg {
+		return e
+	}
+	c := *e
+	c.Msg = msg
+	return &c
 }
