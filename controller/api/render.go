@@ -43,15 +43,18 @@ func nodeLinks(c echo.Context, n *proto.Node) {
 // renderNode shows n at the request's microversion, limited to fields when
 // fields is non-nil (links always included, as Ironic does).
 func renderNode(c echo.Context, n *proto.Node, fields []string) (map[string]any, error) {
-	m := maskedNode(n)
-	nodeLinks(c, &m)
 	if fields != nil && isDefaultNodeFields(fields) {
+		// None of the default list fields can hold a secret: no masking.
+		m := *n
+		nodeLinks(c, &m)
 		doc := fastNodeDoc(&m)
 		if minor(c) < proto.NodeFieldMinVersion["name"] {
 			delete(doc, "name")
 		}
 		return doc, nil
 	}
+	m := maskedNode(n)
+	nodeLinks(c, &m)
 	doc, err := toDoc(m)
 	if err != nil {
 		return nil, fmt.Errorf("render node %s: %w", n.UUID, err)

@@ -42,7 +42,7 @@ func IsSecretKey(k string) bool {
 			return true
 		}
 	}
-	if lastWord(k) == "key" {
+	if endsInKeyWord(k) {
 		return true
 	}
 	for _, f := range fusedKeys {
@@ -51,6 +51,21 @@ func IsSecretKey(k string) bool {
 		}
 	}
 	return false
+}
+
+// endsInKeyWord reports whether the last word of k is "key". Most keys end
+// in a letter or digit other than "key" and are settled without allocating.
+func endsInKeyWord(k string) bool {
+	n := len(k)
+	if n == 0 {
+		return false
+	}
+	if c := k[n-1]; (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') {
+		if n < 3 || !strings.EqualFold(k[n-3:], "key") {
+			return false
+		}
+	}
+	return lastWord(k) == "key"
 }
 
 // lastWord is the last word of k, lower-cased (see IsSecretKey).

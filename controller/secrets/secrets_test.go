@@ -177,3 +177,15 @@ func TestLogHandler(t *testing.T) {
 		t.Errorf("log line lost its content: %s", out)
 	}
 }
+
+func BenchmarkMaskTypicalNode(b *testing.B) {
+	di := map[string]any{"redfish_address": "https://10.0.0.5", "redfish_username": "admin", "redfish_password": "pw",
+		"redfish_verify_ca": false, "deploy_kernel": "http://k", "deploy_ramdisk": "http://r"}
+	ii := map[string]any{"image_source": "http://i", "image_checksum": "abc", "root_gb": 10,
+		"capabilities": map[string]any{"boot_mode": "uefi"}}
+	b.ReportAllocs()
+	for b.Loop() {
+		Mask(di)
+		Mask(ii)
+	}
+}
