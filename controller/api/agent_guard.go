@@ -83,5 +83,7 @@ func tokenOnBootMedia(n *proto.Node) bool {
 // agent token, so that an operator can tell a stranger's claim from the
 // machine's own.
 func (s *Server) recordTokenClaim(c echo.Context, nodeUUID, endpoint string) {
-	s.history(c, nodeUUID, "INFO", fmt.Sprintf("Agent token issued by %s to %s", endpoint, sourceAddr(c)))
+	src := sourceAddr(c)
+	s.log.Info("agent token issued", "node", nodeUUID, "endpoint", endpoint, "source", src.String())
+	s.history(c, nodeUUID, "INFO", fmt.Sprintf("Agent token issued by %s to %s", endpoint, src))
 }

@@ -166,14 +166,15 @@ func TestLogHandler(t *testing.T) {
 		"err", errors.New(`Get "http://h/v1/commands/?agent_token=tok2": EOF`),
 		"url", "https://x:pw2@bmc", "s", stringer{},
 		slog.Group("sub", "agent", "http://h/?agent_token=tok3"),
-		"info", map[string]any{"redfish_password": "pw3"}, "n", 3)
+		"info", map[string]any{"redfish_password": "pw3"}, "n", 3, "list", []string{"a", "b"},
+		"urls", []string{"http://u:pw4@h"})
 	out := buf.String()
-	for _, leak := range []string{"tok1", "tok2", "tok3", "pw1", "pw2", "pw3", ":p@"} {
+	for _, leak := range []string{"tok1", "tok2", "tok3", "pw1", "pw2", "pw3", "pw4", ":p@"} {
 		if strings.Contains(out, leak) {
 			t.Errorf("log line leaks %q: %s", leak, out)
 		}
 	}
-	if !strings.Contains(out, `"n":3`) || !strings.Contains(out, "agent_token=******") {
+	if !strings.Contains(out, `"n":3`) || !strings.Contains(out, `"list":["a","b"]`) || !strings.Contains(out, "agent_token=******") {
 		t.Errorf("log line lost its content: %s", out)
 	}
 }

@@ -63,7 +63,11 @@ func scrubAttr(a slog.Attr) slog.Attr {
 		case map[string]any, []any:
 			return slog.Any(a.Key, Mask(x))
 		default:
-			return slog.String(a.Key, Scrub(fmt.Sprint(x)))
+			// Kept as is (the handler's own rendering, e.g. a JSON array)
+			// unless its text needs scrubbing.
+			if s := fmt.Sprint(x); Scrub(s) != s {
+				return slog.String(a.Key, Scrub(s))
+			}
 		}
 	}
 	return slog.Attr{Key: a.Key, Value: v}
