@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/url"
 
@@ -76,10 +75,8 @@ func (m *Manager) WriteImage(ctx context.Context, req agent.ImageRequest) (agent
 	log.Info("writing image", "url", info.URLs[0], "device", dev.Name, "checksum", sum.String())
 	res, err := image.Write(ctx, ireq)
 	if err != nil {
-		var mm *image.ChecksumMismatchError
-		if errors.As(err, &mm) {
-			return agent.ImageResult{}, fmt.Errorf("%w; the first and last MiB of %s were zeroed", mm, dev.Name)
-		}
+		// image.Write names the cause (checksum, truncated stream, qcow2
+		// cluster) and whether it zeroed the ends of the disk.
 		return agent.ImageResult{}, err
 	}
 	log.Info("image written", "device", dev.Name, "format", res.Format, "size", res.Size, "written", res.Written,
