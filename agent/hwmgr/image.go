@@ -81,6 +81,9 @@ func (m *Manager) WriteImage(ctx context.Context, req agent.ImageRequest) (agent
 	}
 	log.Info("image written", "device", dev.Name, "format", res.Format, "size", res.Size, "written", res.Written,
 		"zeroed", res.Zeroed, "took", res.Duration)
+	m.mu.Lock()
+	m.written = writtenImage{Device: dev.Name}
+	m.mu.Unlock()
 	g := guard(req.Safety)
 	report(proto.CommandProgress{BytesDone: res.Size, BytesTotal: res.Size, Stage: "partitions"})
 	uuids, err := disk.AfterWriteImage(ctx, g, dev.Name)
