@@ -145,7 +145,8 @@ func (m *Manager) installGrub(ctx context.Context, t grubTarget) (err error) {
 }
 
 // partitionNode returns the kernel's device node of the partition of dev
-// whose PARTUUID is uuid.
+// whose PARTUUID, or whose filesystem's UUID, is uuid (IPA reports a
+// partition image's root by its filesystem UUID).
 func partitionNode(dev, uuid string) (string, error) {
 	if uuid == "" {
 		return "", errors.New("no partition UUID given")
@@ -154,25 +155,36 @@ func partitionNode(dev, uuid string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	num := 0
-	for _, p := range t.Partitions {
-		if strings.EqualFold(p.UUID, uuid) {
-			num = p.Number
-		}
-	}
-	if num == 0 {
-		return "", fmt.Errorf("no partition with UUID %s on %s", uuid, dev)
-	}
 	kparts, err := disk.KernelPartitions(dev)
 	if err != nil {
 		return "", err
 	}
+	nodes := map[int]string{}
 	for _, p := range kparts {
-		if p.Number == num {
-			return "/dev/" + p.Name, nil
+		nodes[p.Number] = "/dev/" + p.Name
+	}
+	for _, p := range t.Partitions {
+		if strings.EqualFold(p.UUID, uuid) {
+			if n, ok := nodes[p.Number]; ok {
+				return n, nil
+			}
+			return "", fmt.Errorf("the kernel has no partition %d of %s", p.Number, dev)
 		}
 	}
-	return "", fmt.Errorf("the kernel has no partition %d of %s", num, dev)
+	for _, p := range t.Partitions {
+		n, ok := nodes[p.Number]
+		if !ok {
+			continue
+		}
+		if f, err := os.Open(n); err == nil {
+			fsUUID, ok := disk.FilesystemUUID(f)
+			f.Close()
+			if ok && strings.EqualFold(fsUUID, uuid) {
+				return n, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("no partition with UUID %s on %s", uuid, dev)
 }
 
 // mountAny mounts a Linux root filesystem of any usual type.

@@ -35,9 +35,6 @@ func (m *Manager) WriteImage(ctx context.Context, req agent.ImageRequest) (agent
 	if log == nil {
 		log = m.log
 	}
-	if info.ImageType == "partition" {
-		return agent.ImageResult{}, fmt.Errorf("partition images are not supported by kiln-agent; use a whole-disk image")
-	}
 	if len(info.URLs) == 0 {
 		return agent.ImageResult{}, fmt.Errorf("image_info of %s has no urls", info.ID)
 	}
@@ -58,6 +55,9 @@ func (m *Manager) WriteImage(ctx context.Context, req agent.ImageRequest) (agent
 	}
 	if err := req.Safety.Check(dev.Name); err != nil {
 		return agent.ImageResult{}, err
+	}
+	if info.ImageType == "partition" {
+		return m.writePartitionImage(ctx, req, sum, cd, dev.Name, dev.Size)
 	}
 	report := func(p proto.CommandProgress) {
 		if req.Progress != nil {
