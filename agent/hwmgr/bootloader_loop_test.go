@@ -30,10 +30,20 @@ func utf16CSV(line string) []byte {
 	return b
 }
 
-// espDisk builds a whole-disk image with a 16 MiB ESP (FAT16, made by
-// mkfs.vfat and filled with mtools) holding files, and a Linux partition,
-// and attaches it as a loop device.
+// espDisk builds a whole-disk image with espDiskImage and attaches it as a
+// loop device.
 func espDisk(t *testing.T, files map[string][]byte) string {
+	t.Helper()
+	img := espDiskImage(t, files)
+	dev := strings.TrimSpace(run(t, "losetup", "--find", "--show", "--partscan", img))
+	t.Cleanup(func() { run(t, "losetup", "-d", dev) })
+	return dev
+}
+
+// espDiskImage builds a 40 MiB whole-disk image with a 16 MiB ESP (FAT16,
+// made by mkfs.vfat and filled with mtools) holding files, and a Linux
+// partition.
+func espDiskImage(t *testing.T, files map[string][]byte) string {
 	t.Helper()
 	need(t, "sgdisk", "mkfs.vfat", "mmd", "mcopy")
 	dir := t.TempDir()
@@ -87,9 +97,7 @@ func espDisk(t *testing.T, files map[string][]byte) string {
 		t.Fatal(err)
 	}
 	f.Close()
-	dev := strings.TrimSpace(run(t, "losetup", "--find", "--show", "--partscan", img))
-	t.Cleanup(func() { run(t, "losetup", "-d", dev) })
-	return dev
+	return img
 }
 
 var partGUID = regexp.MustCompile(`Partition unique GUID: ([0-9A-Fa-f-]+)`)
@@ -214,5 +222,41 @@ func TestInstallBootloaderBIOSWholeDisk(t *testing.T) {
 	}
 	if err := m.InstallBootloader(context.Background(), proto.InstallBootloaderParams{TargetBootMode: "legacy"}, steps.Safety{Allow: []string{dev}}); err == nil {
 		t.Fatal("an unknown boot mode was accepted")
+	}
+}
+
+// TestInstallBootloaderAfterWriteImage is Ironic's UEFI whole-disk deploy:
+// write_image onto a larger disk (the backup GPT moves to its end), then
+// install_bootloader with the UUIDs write_image reported; the entry must
+// point at the ESP as it lies on the target disk.
+func TestInstallBootloaderAfterWriteImage(t *testing.T) {
+	arch := efiArch()
+	img := espDiskImage(t, map[string][]byte{"EFI/BOOT/BOOT" + strings.ToUpper(arch) + ".EFI": []byte("MZ")})
+	base := serve(t, map[string]string{"disk.img": img})
+	dev := loopDevice(t, 64<<20)
+	vars := efi.Vars{Dir: t.TempDir()}
+	m := New(Options{ImageRetries: -1, EFIVarsDir: vars.Dir})
+	res, err := m.WriteImage(context.Background(), writeReq(base+"/disk.img", sha256File(t, img, 0), dev, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := proto.InstallBootloaderParams{RootUUID: res.PartitionUUIDs.RootUUID, EFISystemPartUUID: res.PartitionUUIDs.EFISystemPartUUID, TargetBootMode: "uefi"}
+	if err := m.InstallBootloader(context.Background(), p, steps.Safety{Allow: []string{dev}}); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := vars.BootEntries()
+	if err != nil || len(ents) != 1 {
+		t.Fatalf("entries %+v, %v", ents, err)
+	}
+	guid, _ := disk.GUIDBytes(res.PartitionUUIDs.EFISystemPartUUID)
+	want := efi.LoadOption{Attributes: efi.LoadOptionActive, Description: "ironic1", Path: `\EFI\BOOT\BOOT` + strings.ToUpper(arch) + ".EFI",
+		Disk: efi.HardDrive{PartitionNumber: 1, Start: 2048, Size: espSize / 512, PartitionGUID: guid}}
+	got := ents[0].Option
+	got.Optional = nil
+	if got.Attributes != want.Attributes || got.Description != want.Description || got.Path != want.Path || got.Disk != want.Disk {
+		t.Fatalf("entry %+v, want %+v", got, want)
+	}
+	if order, _ := vars.BootOrder(); !slices.Equal(order, []uint16{ents[0].Number}) {
+		t.Fatalf("BootOrder %v", order)
 	}
 }
