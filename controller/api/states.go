@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/kilnhq/kiln/controller/deploy"
 	"github.com/kilnhq/kiln/controller/driver"
 	"github.com/kilnhq/kiln/controller/secrets"
 	"github.com/kilnhq/kiln/controller/store"
@@ -390,14 +388,15 @@ func (s *Server) validateNode(c echo.Context) error {
 	out := map[string]proto.ValidateResult{}
 	for _, iface := range validated {
 		impl := *interfaceField(n, iface)
-		out[iface] = validateInterface(c.Request().Context(), n, ifs, resolveErr, iface, impl)
+		out[iface] = validateInterface(n, ifs, resolveErr, iface, impl)
 	}
 	return c.JSON(http.StatusOK, out)
 }
 
 // validateInterface asks the node's implementation of iface whether its
-// configuration (driver_info, instance_info) is complete and usable.
-func validateInterface(ctx context.Context, n *proto.Node, ifs driver.Set, resolveErr error, iface, impl string) proto.ValidateResult {
+// configuration (driver_info, instance_info) is complete and usable,
+// without contacting the BMC (see offlineResult).
+func validateInterface(n *proto.Node, ifs driver.Set, resolveErr error, iface, impl string) proto.ValidateResult {
 	yes, no := true, false
 	result := func(err error) proto.ValidateResult {
 		if err != nil {
@@ -419,19 +418,7 @@ func validateInterface(ctx context.Context, n *proto.Node, ifs driver.Set, resol
 			return result(resolveErr)
 		}
 	}
-	switch iface {
-	case "power":
-		return result(ifs.Power.Validate(ctx, n))
-	case "management":
-		return result(ifs.Management.Validate(ctx, n))
-	case "boot":
-		return result(ifs.Boot.Validate(ctx, n))
-	case "inspect":
-		return result(ifs.Inspect.Validate(ctx, n))
-	case "deploy":
-		return result(deploy.Validate(n))
-	}
-	return result(nil)
+	return offlineResult(n, ifs, iface)
 }
 
 func (s *Server) listHistory(c echo.Context) error {

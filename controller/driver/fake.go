@@ -178,3 +178,12 @@ func (noInspect) Validate(ctx context.Context, n *proto.Node) error {
 func (noInspect) Inspect(ctx context.Context, n *proto.Node) (InspectResult, bool, error) {
 	return InspectResult{}, false, errors.New("inspection is not supported by this node's inspect interface (no-inspect)")
 }
+
+// CheckConfig implements ConfigChecker: fake interfaces need no
+// configuration (fake_*_error models a BMC failure, not a bad config).
+func (p *fakePower) CheckConfig(*proto.Node) error     { return nil }
+func (fakeManagement) CheckConfig(*proto.Node) error   { return nil }
+func (fakeBoot) CheckConfig(*proto.Node) error         { return nil }
+func (fakeInspect) CheckConfig(*proto.Node) error      { return nil }
+func (agentInspect) CheckConfig(*proto.Node) error     { return nil }
+func (n noInspect) CheckConfig(node *proto.Node) error { return n.Validate(context.Background(), node) }

@@ -382,3 +382,15 @@ func init() {
 		BootDevices: []string{"pxe", "disk", "safe", "cdrom", "bios"},
 	})
 }
+
+// CheckConfig implements driver.ConfigChecker: driver_info parses.
+func (p *Power) CheckConfig(n *proto.Node) error {
+	_, err := ParseInfo(n)
+	return err
+}
+
+// CheckConfig implements driver.ConfigChecker: driver_info parses.
+func (m *Management) CheckConfig(n *proto.Node) error {
+	_, err := ParseInfo(n)
+	return err
+}
