@@ -266,55 +266,6 @@ func (s *Server) setPowerState(c echo.Context) error {
 	return c.NoContent(http.StatusAccepted)
 }
 
-func (s *Server) setBootDevice(c echo.Context) error {
-	obj, err := readJSONObject(c, "boot device")
-	if err != nil {
-		return err
-	}
-	if err := checkFields(c, "boot device", obj, []string{"boot_device", "persistent"}, nil); err != nil {
-		return err
-	}
-	var req proto.BootDeviceRequest
-	if err := decodeInto(obj, &req, "boot device request"); err != nil {
-		return err
-	}
-	ident := c.Param("node")
-	n, err := s.store.UpdateNode(c.Request().Context(), ident, func(n *proto.Node) error {
-		hw, _ := driver.Lookup(n.Driver)
-		if !slices.Contains(hw.BootDevices, req.BootDevice) {
-			return badRequest("Invalid boot device %q for node %s; supported: %v", req.BootDevice, n.UUID, hw.BootDevices)
-		}
-		if n.Reservation != nil {
-			return conflict("Node %s is locked by host %s, please retry after the current operation is completed.", n.UUID, *n.Reservation)
-		}
-		n.DriverInternalInfo[proto.InfoBootDevice] = proto.Dict{"boot_device": req.BootDevice, "persistent": req.Persistent}
-		n.DriverInternalInfo[proto.InfoBootDevicePending] = true
-		return nil
-	})
-	if err != nil {
-		return s.storeError(err, "Node", ident)
-	}
-	s.notify(n.UUID)
-	return c.NoContent(http.StatusNoContent)
-}
-
-func (s *Server) getBootDevice(c echo.Context) error {
-	n, err := s.getNodeOr404(c)
-	if err != nil {
-		return err
-	}
-	out := proto.BootDevice{}
-	if d, ok := n.DriverInternalInfo[proto.InfoBootDevice].(map[string]any); ok {
-		if dev, ok := d["boot_device"].(string); ok {
-			out.BootDevice = &dev
-		}
-		if p, ok := d["persistent"].(bool); ok {
-			out.Persistent = &p
-		}
-	}
-	return c.JSON(http.StatusOK, out)
-}
-
 func (s *Server) getSupportedBootDevices(c echo.Context) error {
 	n, err := s.getNodeOr404(c)
 	if err != nil {

@@ -394,3 +394,12 @@ func (m *Management) CheckConfig(n *proto.Node) error {
 	_, err := ParseInfo(n)
 	return err
 }
+
+// ReadBootDevice implements driver.BootDeviceReader from the boot flags.
+func (m *Management) ReadBootDevice(ctx context.Context, n *proto.Node) (driver.BootDeviceState, error) {
+	dev, persistent, _, err := m.BootFlags(ctx, n)
+	if err != nil {
+		return driver.BootDeviceState{}, err
+	}
+	return driver.BootDeviceState{Device: dev, Persistent: persistent}, nil
+}
