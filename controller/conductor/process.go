@@ -335,6 +335,7 @@ func (f *flow) verify(ctx context.Context) error {
 	}
 	return f.transition(ctx, state.EvDone, func(n *proto.Node) {
 		n.PowerState = &ps
+		n.DriverInternalInfo[proto.InfoLastBMCCheck] = proto.BMCCheck{At: time.Now(), Operation: "verify"}.Dict()
 		delete(n.DriverInternalInfo, proto.InfoRequest)
 	})
 }

@@ -1,6 +1,7 @@
 package conductor_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -34,6 +35,13 @@ func TestBootDeviceThroughConductor(t *testing.T) {
 	}
 	if code, out := c.call("GET", path, nil); code != 200 || out["boot_device"] != "disk" {
 		t.Errorf("GET after a refused PUT = %d %v, want the BMC's disk", code, out)
+	}
+
+	// The conductor recorded the exchange: validate shows it without
+	// asking the BMC again.
+	if code, out := c.call("GET", "/v1/nodes/bootdev/validate", nil); code != 200 ||
+		!strings.Contains(fmt.Sprint(out["management"]), "the BMC last answered") {
+		t.Errorf("validate after a boot device read = %d %v, want the last BMC check in the management reason", code, out["management"])
 	}
 
 	if code, out := c.call("PATCH", "/v1/nodes/bootdev", []map[string]any{

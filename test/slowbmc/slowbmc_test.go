@@ -154,6 +154,7 @@ func TestSlowBMCs(t *testing.T) {
 	}
 	requestsBefore := sum(lab.Requests())
 	slowFrom := time.Now()
+	counted := []float64{bmcRequestsCounted(t, procs[0].URL), bmcRequestsCounted(t, procs[1].URL)}
 
 	var lat []time.Duration
 	byPath := map[string][]time.Duration{}
@@ -225,6 +226,12 @@ func TestSlowBMCs(t *testing.T) {
 		}
 	}
 	requests := sum(lab.Requests()) - requestsBefore
+	for i, p := range procs {
+		// Power sync's BMC calls are counted in the controller's metrics.
+		if after := bmcRequestsCounted(t, p.URL); after <= counted[i] {
+			t.Errorf("c%d: kiln_bmc_requests_total{driver=\"redfish\"} stayed at %v while power sync ran", i+1, after)
+		}
+	}
 	if synced == 0 || requests == 0 {
 		t.Errorf("power sync reached %d nodes (%d BMC requests) while the BMCs were slow: it did not run", synced, requests)
 	}
@@ -281,6 +288,26 @@ func waitManageable(t *testing.T, api string, uuids []string) []string {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// bmcRequestsCounted reads kiln_bmc_requests_total{driver="redfish"} from
+// a controller's /metrics.
+func bmcRequestsCounted(t *testing.T, base string) float64 {
+	t.Helper()
+	resp, err := client.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, `kiln_bmc_requests_total{driver="redfish"} `); ok {
+			var v float64
+			fmt.Sscan(rest, &v)
+			return v
+		}
+	}
+	return 0
 }
 
 func sum(s []uint64) uint64 {
