@@ -242,7 +242,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 func observe(ctx context.Context, req *http.Request, resp *http.Response, err error) {
 	var le loginError
 	if errors.As(err, &le) {
-		return // the login never reached the request
+		return // the login failed (and was counted): the request was not sent
 	}
 	if err == nil && resp.StatusCode >= 400 {
 		err = fmt.Errorf("%d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
@@ -384,6 +384,7 @@ func (t *transport) loginOnce(ctx context.Context, payload []byte) (token, locat
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	resp, err := t.base.RoundTrip(req)
+	observe(ctx, req, resp, err)
 	if err != nil {
 		return "", "", &BMCError{BMC: t.endpoint, Method: "POST", Path: sessionsPath, Answer: err.Error(), Err: err}
 	}
