@@ -7,6 +7,7 @@ import (
 
 	"github.com/kilnhq/kiln/controller/deploy"
 	"github.com/kilnhq/kiln/controller/driver"
+	"github.com/kilnhq/kiln/controller/secrets"
 	"github.com/kilnhq/kiln/proto"
 )
 
@@ -31,14 +32,14 @@ func offlineResult(n *proto.Node, ifs driver.Set, iface string) proto.ValidateRe
 	}
 	if err != nil {
 		no := false
-		reason := err.Error()
+		reason := secrets.Scrub(err.Error())
 		return proto.ValidateResult{Result: &no, Reason: &reason}
 	}
 	yes := true
 	out := proto.ValidateResult{Result: &yes}
 	if iface == "power" || iface == "management" {
 		if chk, ok := proto.LastBMCCheck(n); ok {
-			reason := bmcCheckReason(chk, time.Now())
+			reason := secrets.Scrub(bmcCheckReason(chk, time.Now()))
 			out.Reason = &reason
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kilnhq/kiln/controller/driver"
+	"github.com/kilnhq/kiln/controller/secrets"
 	"github.com/kilnhq/kiln/proto"
 )
 
@@ -61,10 +62,10 @@ func (f *flow) runManagementRequest(ctx context.Context) error {
 	}
 	check := proto.BMCCheck{At: time.Now(), Operation: operation}
 	if err != nil {
-		res.Error = fmt.Sprintf("Failed to %s for node %s: %v", operation, f.n.UUID, err)
+		res.Error = secrets.Scrub(fmt.Sprintf("Failed to %s for node %s: %v", operation, f.n.UUID, err))
 		res.Invalid = errors.Is(err, driver.ErrInvalidParameter)
 		if !res.Invalid {
-			check.Error = err.Error()
+			check.Error = secrets.Scrub(err.Error())
 		}
 		f.c.log.Warn("boot device request failed", "node", f.n.UUID, "op", req.Op, "err", err)
 	}
@@ -93,4 +94,13 @@ func failManagementRequest(n *proto.Node, msg string) {
 	}
 	delete(n.DriverInternalInfo, proto.InfoManagementRequest)
 	n.DriverInternalInfo[proto.InfoManagementResult] = proto.ToDict(proto.ManagementResult{ID: req.ID, Error: msg})
+}
+
+// recordBMCCheck records a failed exchange with the BMC as the node's last
+// BMC check, for GET …/validate to show (scrubbed of credentials).
+func (f *flow) recordBMCCheck(ctx context.Context, operation string, err error) {
+	check := proto.BMCCheck{At: time.Now(), Operation: operation, Error: secrets.Scrub(err.Error())}
+	if uerr := f.update(ctx, func(n *proto.Node) { n.DriverInternalInfo[proto.InfoLastBMCCheck] = check.Dict() }); uerr != nil {
+		f.c.log.Warn("record BMC check", "node", f.n.UUID, "err", uerr)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kilnhq/kiln/controller/driver"
+	"github.com/kilnhq/kiln/controller/secrets"
 	"github.com/kilnhq/kiln/controller/state"
 	"github.com/kilnhq/kiln/controller/store"
 	"github.com/kilnhq/kiln/proto"
@@ -254,7 +255,7 @@ func (p *powerSync) syncNode(ctx context.Context, uuid string) {
 	}
 	check := proto.BMCCheck{At: p.now(), Operation: "power state"}
 	if err != nil {
-		check.Error = err.Error()
+		check.Error = secrets.Scrub(err.Error())
 		c.log.Warn("power state sync", "node", uuid, "err", err)
 	}
 	changed := err == nil && (n.PowerState == nil || *n.PowerState != ps)

@@ -327,10 +327,12 @@ func (f *flow) startFlow(ctx context.Context, req map[string]any) error {
 func (f *flow) verify(ctx context.Context) error {
 	n := f.n
 	if err := f.ifs.Power.Validate(ctx, n); err != nil {
+		f.recordBMCCheck(ctx, "verify", err)
 		return f.fail(ctx, fmt.Sprintf("Failed to validate power driver interface for node %s. Error: %v", n.UUID, err))
 	}
 	ps, err := f.ifs.Power.GetPowerState(ctx, n)
 	if err != nil {
+		f.recordBMCCheck(ctx, "verify", err)
 		return f.fail(ctx, fmt.Sprintf("Failed to get power state for node %s. Error: %v", n.UUID, err))
 	}
 	return f.transition(ctx, state.EvDone, func(n *proto.Node) {
