@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"github.com/kilnhq/kiln/internal/testtool"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -65,9 +66,7 @@ func makeRaw(t testing.TB, path string, size, dataEnd int64) {
 
 func needTool(t testing.TB, name string) {
 	t.Helper()
-	if _, err := exec.LookPath(name); err != nil {
-		t.Skipf("%s not installed: %v", name, err)
-	}
+	testtool.Need(t, name)
 }
 
 func run(t testing.TB, name string, args ...string) {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cavaliergopher/cpio"
+	"github.com/kilnhq/kiln/internal/testtool"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -24,9 +25,7 @@ import (
 // archive's files and /etc/kiln/network.yaml from the appended one.
 func TestRamdiskBootsWithNetworkData(t *testing.T) {
 	for _, tool := range []string{"qemu-system-x86_64", "apt-get", "dpkg-deb"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed: %v", tool, err)
-		}
+		testtool.Need(t, tool)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -37,6 +36,7 @@ func TestRamdiskBootsWithNetworkData(t *testing.T) {
 	cmd.Dir = "../.."
 	cmd.Env = append(os.Environ(), "MODULES_LIST=/dev/null")
 	if out, err := cmd.CombinedOutput(); err != nil {
+		testtool.SkipUnavailable(t, "fetch-kernel.sh", err, out)
 		t.Fatalf("fetch-kernel.sh: %v\n%s", err, out)
 	}
 

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"github.com/kilnhq/kiln/internal/syspath"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -104,7 +105,7 @@ func TestRamdiskHandler(t *testing.T) {
 	}
 
 	// Read the archive back with GNU cpio.
-	if _, err := exec.LookPath("cpio"); err != nil {
+	if _, err := syspath.LookPath("cpio"); err != nil {
 		t.Logf("cpio not installed (%v): archive checked by prefix only", err)
 	} else {
 		arch := filepath.Join(dir, "tail.cpio")
