@@ -21,6 +21,7 @@ import (
 	"github.com/kilnhq/kiln/controller/api"
 	"github.com/kilnhq/kiln/controller/conductor"
 	"github.com/kilnhq/kiln/controller/driver"
+	"github.com/kilnhq/kiln/controller/events"
 	"github.com/kilnhq/kiln/controller/store"
 	"github.com/kilnhq/kiln/proto"
 	"github.com/kilnhq/kiln/test/fakeagent"
@@ -189,7 +190,8 @@ type controller struct {
 type controllerOpts struct {
 	callbackTimeout       time.Duration
 	agentHeartbeatTimeout time.Duration
-	powerSync             time.Duration // 0: off
+	powerSync             time.Duration   // 0: off
+	observe               events.Observer // nil: none; sees every node write the API and conductor make
 }
 
 func startController(t testing.TB, o controllerOpts) *controller {
@@ -201,6 +203,9 @@ func startController(t testing.TB, o controllerOpts) *controller {
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "kiln.db"), store.Options{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if o.observe != nil {
+		st = events.Watch(st, o.observe)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
