@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cavaliergopher/cpio"
 	"github.com/kilnhq/kiln/internal/testtool"
 	"github.com/klauspost/compress/zstd"
+	"github.com/u-root/u-root/pkg/cpio"
 )
 
 // TestRamdiskBootsWithNetworkData boots Debian's kernel in QEMU (TCG) on a
@@ -52,18 +52,18 @@ func TestRamdiskBootsWithNetworkData(t *testing.T) {
 	}
 	var base bytes.Buffer
 	zw, _ := zstd.NewWriter(&base, zstd.WithEncoderLevel(zstd.SpeedFastest))
-	cw := cpio.NewWriter(zw)
-	for _, f := range []struct {
-		name string
-		mode cpio.FileMode
-		data []byte
-	}{{"init", 0o755, initB}, {"init-marker", 0o644, []byte("x")}} {
-		if err := cw.WriteHeader(&cpio.Header{Name: f.name, Mode: cpio.TypeReg | f.mode, Size: int64(len(f.data))}); err != nil {
+	cw := cpio.Newc.Writer(zw)
+	for _, r := range []cpio.Record{
+		cpio.StaticRecord(initB, cpio.Info{Name: "init", Mode: cpio.S_IFREG | 0o755}),
+		cpio.StaticFile("init-marker", "x", 0o644),
+	} {
+		if err := cw.WriteRecord(r); err != nil {
 			t.Fatal(err)
 		}
-		cw.Write(f.data)
 	}
-	cw.Close()
+	if err := cpio.WriteTrailer(cw); err != nil {
+		t.Fatal(err)
+	}
 	zw.Close()
 	rd := filepath.Join(dir, "kiln-agent.initramfs")
 	os.WriteFile(rd, base.Bytes(), 0o644)
