@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"github.com/kilnhq/kiln/internal/testtool"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -18,6 +17,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/kilnhq/kiln/internal/testtool"
 )
 
 // makeRaw writes a size-byte disk image mixing random, compressible and zero

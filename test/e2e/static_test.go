@@ -5,10 +5,11 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"github.com/kilnhq/kiln/internal/testtool"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kilnhq/kiln/internal/testtool"
 )
 
 // staticIP is the agent's address in TestStaticNetworkVirtualMedia: QEMU's

@@ -4,14 +4,15 @@
 package looptest
 
 import (
-	"github.com/kilnhq/kiln/internal/syspath"
-	"github.com/kilnhq/kiln/internal/testtool"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/kilnhq/kiln/internal/syspath"
+	"github.com/kilnhq/kiln/internal/testtool"
 )
 
 // Need skips the test when a tool is truly absent, naming it.
