@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/kilnhq/kiln/controller/events"
+	"github.com/kilnhq/kiln/controller/ratelimit"
 	"github.com/kilnhq/kiln/controller/store"
 	"github.com/kilnhq/kiln/proto"
 )
@@ -34,6 +35,9 @@ type Config struct {
 	// Events, when set, serves GET /v1/events (node changes as server-sent
 	// events) from this bus.
 	Events *events.Bus
+	// AgentLimit limits /v1/lookup and /v1/continue_inspection per source
+	// address; nil: DefaultAgentLimit (see agent_guard.go).
+	AgentLimit *ratelimit.Limiter
 }
 
 // Server is the /v1 API. It is an http.Handler.
@@ -45,6 +49,7 @@ type Server struct {
 	notifier              func(string)
 	agentHeartbeatTimeout time.Duration
 	events                *events.Bus
+	agentLimit            *ratelimit.Limiter
 }
 
 // New builds the API with every route mounted.
@@ -56,6 +61,7 @@ func New(cfg Config) *Server {
 		cfg.AgentHeartbeatTimeout = time.Minute
 	}
 	s := &Server{store: cfg.Store, conductor: cfg.Conductor, log: cfg.Logger, notifier: cfg.Notify, agentHeartbeatTimeout: cfg.AgentHeartbeatTimeout, events: cfg.Events}
+	s.agentLimit = agentLimiter(cfg.AgentLimit)
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kilnhq/kiln/controller/deploy"
 	"github.com/kilnhq/kiln/controller/driver"
+	"github.com/kilnhq/kiln/controller/secrets"
 	"github.com/kilnhq/kiln/controller/state"
 	"github.com/kilnhq/kiln/controller/store"
 	"github.com/kilnhq/kiln/proto"
@@ -406,7 +407,7 @@ func validateInterface(ctx context.Context, n *proto.Node, ifs driver.Set, resol
 	yes, no := true, false
 	result := func(err error) proto.ValidateResult {
 		if err != nil {
-			reason := err.Error()
+			reason := secrets.Scrub(err.Error())
 			return proto.ValidateResult{Result: &no, Reason: &reason}
 		}
 		return proto.ValidateResult{Result: &yes}
@@ -458,6 +459,7 @@ func (s *Server) listHistory(c echo.Context) error {
 	out := make([]proto.HistoryEvent, 0, len(events))
 	for _, ev := range events {
 		ev.Links = links(c, "nodes/"+n.UUID+"/history/"+ev.UUID)
+		ev.Event = secrets.Scrub(ev.Event)
 		if detail == nil || !*detail {
 			ev.EventType, ev.Conductor, ev.User = "", "", ""
 		}
@@ -481,6 +483,7 @@ func (s *Server) getHistoryEvent(c echo.Context) error {
 	for _, ev := range events {
 		if ev.UUID == c.Param("event") {
 			ev.Links = links(c, "nodes/"+n.UUID+"/history/"+ev.UUID)
+			ev.Event = secrets.Scrub(ev.Event)
 			return c.JSON(http.StatusOK, ev)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kilnhq/kiln/controller/driver"
 	"github.com/kilnhq/kiln/controller/events"
+	"github.com/kilnhq/kiln/controller/secrets"
 	"github.com/kilnhq/kiln/controller/state"
 	"github.com/kilnhq/kiln/controller/store"
 	"github.com/kilnhq/kiln/proto"
@@ -123,6 +124,7 @@ func (f *flow) update(ctx context.Context, fn func(n *proto.Node)) error {
 			n.DriverInternalInfo = proto.Dict{}
 		}
 		fn(n)
+		guardSecrets(n)
 		return nil
 	})
 	if err != nil {
@@ -198,7 +200,7 @@ func clearFlow(n *proto.Node) {
 }
 
 func (f *flow) history(ctx context.Context, severity, event string) {
-	err := f.c.st.AddHistory(ctx, f.n.UUID, proto.HistoryEvent{Severity: severity, Event: event, EventType: "conductor", Conductor: f.c.cfg.Name})
+	err := f.c.st.AddHistory(ctx, f.n.UUID, proto.HistoryEvent{Severity: severity, Event: secrets.Scrub(event), EventType: "conductor", Conductor: f.c.cfg.Name})
 	if err != nil {
 		f.c.log.Warn("record history", "node", f.n.UUID, "err", err)
 	}

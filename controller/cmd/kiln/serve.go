@@ -29,6 +29,8 @@ import (
 	"github.com/kilnhq/kiln/controller/events"
 	"github.com/kilnhq/kiln/controller/metrics"
 	"github.com/kilnhq/kiln/controller/netboot"
+	"github.com/kilnhq/kiln/controller/ratelimit"
+	"github.com/kilnhq/kiln/controller/secrets"
 	"github.com/kilnhq/kiln/controller/store"
 )
 
@@ -46,6 +48,7 @@ type serveOptions struct {
 	callbackTimeout       time.Duration
 	agentHeartbeatTimeout time.Duration
 	powerSyncInterval     time.Duration
+	agentLimit            ratelimit.Config
 	heartbeatInterval     time.Duration
 	deadAfter             time.Duration
 
@@ -87,6 +90,8 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&o.bootUnknown, "boot-unknown", "local", "what a MAC no node has boots from /boot/boot.ipxe: local (its disk) or discovery (the agent)")
 	f.StringVar(&o.bootConsole, "boot-console", "ttyS0,115200n8", "console= argument of the agent kernel")
 	f.DurationVar(&o.powerSyncInterval, "power-sync-interval", time.Minute, "how often power states are read back from BMCs (0 disables)")
+	f.Float64Var(&o.agentLimit.Rate, "agent-lookup-rate", api.DefaultAgentLimit.Rate, "requests per second each source address may make to /v1/lookup and /v1/continue_inspection (0 disables the limit; loopback is never limited)")
+	f.IntVar(&o.agentLimit.Burst, "agent-lookup-burst", api.DefaultAgentLimit.Burst, "burst of /v1/lookup and /v1/continue_inspection requests allowed per source address")
 	return cmd
 }
 
@@ -96,10 +101,11 @@ func newLogger(level string, asJSON bool) (*slog.Logger, error) {
 		return nil, fmt.Errorf("invalid --log-level %q: %w", level, err)
 	}
 	opts := &slog.HandlerOptions{Level: l}
+	// Every line is scrubbed of agent tokens and URL credentials.
 	if asJSON {
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+		return slog.New(secrets.NewLogHandler(slog.NewJSONHandler(os.Stderr, opts))), nil
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	return slog.New(secrets.NewLogHandler(slog.NewTextHandler(os.Stderr, opts))), nil
 }
 
 // serve runs the controller until ctx ends, then shuts down gracefully:
@@ -155,7 +161,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		}
 	}()
 	apiServer := api.New(api.Config{Store: wst, Conductor: o.conductor, Logger: log, Notify: cond.Notify,
-		AgentHeartbeatTimeout: o.agentHeartbeatTimeout, Events: bus})
+		AgentHeartbeatTimeout: o.agentHeartbeatTimeout, Events: bus, AgentLimit: ratelimit.New(o.agentLimit)})
 	apiServer.Echo().Use(met.Middleware())
 	if err := mountBoot(apiServer, wst, o, log); err != nil {
 		return err
