@@ -19,13 +19,14 @@ var debianPackage = map[string]string{
 	"depmod": "kmod", "modprobe": "kmod",
 	"losetup": "mount", "wipefs": "util-linux", "blkid": "util-linux",
 	"sfdisk": "fdisk", "sgdisk": "gdisk",
-	"mkfs.vfat": "dosfstools", "mkfs.ext4": "e2fsprogs", "debugfs": "e2fsprogs",
+	"mkfs.vfat": "dosfstools", "mkfs.fat": "dosfstools", "fsck.fat": "dosfstools", "fsck.vfat": "dosfstools",
+	"mkfs.ext4": "e2fsprogs", "debugfs": "e2fsprogs", "chattr": "e2fsprogs",
 	"mkfs.xfs": "xfsprogs", "mkfs.btrfs": "btrfs-progs",
 	"mdadm": "mdadm", "lvm": "lvm2", "udevadm": "udev",
 	"qemu-system-x86_64": "qemu-system-x86", "qemu-img": "qemu-utils",
 	"zstd": "zstd", "xz": "xz-utils", "cpio": "cpio",
 	"xorriso": "xorriso", "isoinfo": "genisoimage",
-	"mcopy": "mtools", "mmd": "mtools", "objcopy": "binutils",
+	"mcopy": "mtools", "mmd": "mtools", "mdir": "mtools", "objcopy": "binutils",
 	"syslinux": "syslinux", "ip": "iproute2",
 }
 
