@@ -11,6 +11,7 @@ import (
 
 	"github.com/kilnhq/kiln/controller/driver"
 	"github.com/kilnhq/kiln/controller/secrets"
+	"github.com/kilnhq/kiln/controller/state"
 	"github.com/kilnhq/kiln/controller/store"
 	"github.com/kilnhq/kiln/proto"
 )
@@ -182,6 +183,11 @@ func recordProvisionRequest(n *proto.Node, req proto.ProvisionRequest, t transit
 	n.TargetProvisionState = t.target
 	n.ProvisionUpdatedAt = proto.Now()
 	n.LastError = nil
+	if req.Target == proto.VerbAbort && state.IsFailed(t.to) {
+		// The failed state and its reason are one change.
+		msg := state.AbortedReason(t.from)
+		n.LastError = &msg
+	}
 	request := proto.Dict{"verb": string(req.Target), "from": string(t.from), "requested_at": n.ProvisionUpdatedAt.Format(proto.TimeLayout)}
 	if req.CleanSteps != nil {
 		request["clean_steps"] = req.CleanSteps

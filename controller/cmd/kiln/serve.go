@@ -54,6 +54,7 @@ type serveOptions struct {
 	deadAfter             time.Duration
 
 	bootDir     string
+	bootDirSet  bool // --boot-dir given: its absence is worth a warning
 	bootUnknown string
 	bootConsole string
 }
@@ -67,6 +68,7 @@ func newServeCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
+			o.bootDirSet = cmd.Flags().Changed("boot-dir")
 			return serve(ctx, o)
 		},
 	}
@@ -223,7 +225,13 @@ func mountBoot(a *api.Server, st store.Store, o serveOptions, log *slog.Logger) 
 	e.HEAD("/boot/boot.ipxe", echo.WrapHandler(scripts))
 	var fs http.Handler
 	if _, err := os.Stat(o.bootDir); err != nil {
-		log.Warn("boot files directory missing: /boot/files/ answers 404 until kiln serve restarts with it (make initramfs builds ./out)", "dir", o.bootDir)
+		// The default ./out is absent on every quick-start run, which needs no
+		// boot files: say so only at debug level then.
+		lvl := slog.LevelWarn
+		if !o.bootDirSet {
+			lvl = slog.LevelDebug
+		}
+		log.Log(context.Background(), lvl, "boot files directory missing: /boot/files/ answers 404 until kiln serve restarts with it (make initramfs builds ./out)", "dir", o.bootDir)
 		fs = http.NotFoundHandler()
 	} else if fs, err = boot.NewFileServer(o.bootDir); err != nil {
 		return fmt.Errorf("serve boot files from %s: %w", o.bootDir, err)
