@@ -129,10 +129,13 @@ type Agent struct {
 	callbackURL string
 	verifyCA    string
 	lockedDown  bool
-	partUUIDs   *proto.PartitionUUIDs
-	lookupCfg   proto.LookupConfig
-	baseCtx     context.Context
-	server      *http.Server
+	// tokenReads: a command status read carried the valid token, so reads
+	// without one are refused from now on (checkReadToken).
+	tokenReads bool
+	partUUIDs  *proto.PartitionUUIDs
+	lookupCfg  proto.LookupConfig
+	baseCtx    context.Context
+	server     *http.Server
 
 	cmdMu sync.Mutex
 	cmds  []*Command
