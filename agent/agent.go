@@ -528,8 +528,9 @@ func localAddrFor(ctx context.Context, apiURL string) (net.IP, error) {
 	return c.LocalAddr().(*net.UDPAddr).IP, nil
 }
 
-// ForceHeartbeat asks for a heartbeat now (a command finished): no floor, the
-// controller learns of the result at once.
+// ForceHeartbeat asks for a heartbeat now (a command finished): at once when
+// the controller is Kiln, else as IPA does, no sooner than
+// ForcedHeartbeatGap after the previous heartbeat.
 func (a *Agent) ForceHeartbeat() {
 	select {
 	case a.hbNow <- struct{}{}:
@@ -537,11 +538,22 @@ func (a *Agent) ForceHeartbeat() {
 	}
 }
 
+// immediateHeartbeat says whether the controller asked, in its lookup
+// answer, for heartbeats the instant a step finishes (Kiln does; Ironic not).
+func (a *Agent) immediateHeartbeat() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.lookupCfg.ImmediateHeartbeat
+}
+
 // HeartbeatLoop heartbeats right away, then every heartbeat_timeout ×
-// U(0.3, 0.6), 5–10 s after an error, and immediately when ForceHeartbeat is
-// called. It returns when ctx ends or the agent is locked down.
+// U(0.3, 0.6), 5–10 s after an error, and when ForceHeartbeat is called
+// (see there for when). It returns when ctx ends or the agent is locked down.
 func (a *Agent) HeartbeatLoop(ctx context.Context) {
-	var wait time.Duration
+	var (
+		wait time.Duration
+		last time.Time // when the previous heartbeat was sent
+	)
 	for {
 		if wait > 0 {
 			select {
@@ -550,6 +562,18 @@ func (a *Agent) HeartbeatLoop(ctx context.Context) {
 			case <-a.lockdown:
 				return
 			case <-a.hbNow:
+				if a.immediateHeartbeat() {
+					break
+				}
+				if gap := last.Add(ForcedHeartbeatGap).Sub(a.clock.Now()); gap > 0 {
+					select {
+					case <-ctx.Done():
+						return
+					case <-a.lockdown:
+						return
+					case <-a.clock.After(gap):
+					}
+				}
 			case <-a.clock.After(wait):
 			}
 		}
@@ -558,6 +582,7 @@ func (a *Agent) HeartbeatLoop(ctx context.Context) {
 			return
 		default:
 		}
+		last = a.clock.Now()
 		if err := a.Heartbeat(ctx); err != nil {
 			if ctx.Err() != nil {
 				return

@@ -39,6 +39,11 @@ func HeartbeatErrorInterval(r *rand.Rand) time.Duration {
 	return uniform(r, 5*time.Second, 10*time.Second)
 }
 
+// ForcedHeartbeatGap is IPA's floor between a heartbeat and a forced one
+// (a command finished) when the controller is Ironic: the conductor that
+// started the step may still hold the node's lock and would skip it.
+const ForcedHeartbeatGap = 5 * time.Second
+
 // LookupBackoff is the wait before lookup attempt n+1 after n failures
 // (n ≥ 1): uniform in [1 s, min(60 s, 2^n s)] — randomized exponential.
 func LookupBackoff(r *rand.Rand, n int) time.Duration {

@@ -67,6 +67,12 @@ type LookupConfig struct {
 	Metrics         map[string]any `json:"metrics,omitempty"`
 	MetricsStatsd   map[string]any `json:"metrics_statsd,omitempty"`
 	AgentContainers map[string]any `json:"agent_containers,omitempty"`
+	// ImmediateHeartbeat is Kiln's own key (Ironic never sends it): the
+	// controller takes a heartbeat at any moment, so the agent heartbeats the
+	// instant a step finishes. Without it the agent keeps IPA's timing, since
+	// Ironic skips a heartbeat that arrives while its conductor still holds
+	// the node's lock from starting the step.
+	ImmediateHeartbeat bool `json:"kiln_immediate_heartbeat,omitempty"`
 }
 
 // ---------------------------------------------------------------------------
