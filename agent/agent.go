@@ -53,6 +53,13 @@ type Deps struct {
 	Generic func(m *steps.FuncManager)
 	// MACs lists the MAC addresses to look up with; default: every interface's.
 	MACs func() []string
+	// PCIDevicesDir is where the pci-devices collector reads (default
+	// /sys/bus/pci/devices); DMIDecode runs "dmidecode -t bios -t processor
+	// -t memory" for the dmi-decode collector; ListenLLDP waits for one LLDP
+	// frame on each named interface for the lldp collector. Tests replace them.
+	PCIDevicesDir string
+	DMIDecode     func(ctx context.Context) (string, error)
+	ListenLLDP    func(ctx context.Context, ifaces []string) (map[string][]proto.LLDPTLV, error)
 	// LogFiles are extra files for log.collect_system_logs (default: a few
 	// /proc files); the agent log ring and the kernel log are always included.
 	LogFiles []string
@@ -258,7 +265,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer ln.Close()
 
 	uuid := a.cfg.NodeUUID
-	if a.cfg.InspectionCallbackURL != "" {
+	if a.inspectionURL() != "" {
 		u, err := a.inspect(ctx)
 		if err != nil {
 			a.log.Error("inspection failed", "err", err)
@@ -619,53 +626,4 @@ func (a *Agent) Heartbeat(ctx context.Context) error {
 	defer cancel()
 	_, err := a.client.heartbeat(ctx, ver, uuid, req)
 	return err
-}
-
-// inspect posts the inventory to the inspection callback and returns the node
-// UUID from the answer (retried like the lookup, at most LookupTimeout).
-func (a *Agent) inspect(ctx context.Context) (string, error) {
-	req := proto.InspectionRequest{
-		BootInterface: a.cfg.BootIF,
-		Configuration: &proto.InspectionConfiguration{Collectors: a.cfg.InspectionCollectors, Managers: []proto.InspectionManager{}},
-		Inventory:     json.RawMessage(`{}`),
-	}
-	for _, m := range a.set.Managers() {
-		req.Configuration.Managers = append(req.Configuration.Managers, proto.InspectionManager{Name: m.Name(), Version: m.Version()})
-	}
-	if req.Configuration.Collectors == nil {
-		req.Configuration.Collectors = []string{"default"}
-	}
-	if a.deps.Inventory == nil {
-		msg := "hardware inventory is not available in this agent build"
-		req.Error = &msg
-	} else if inv, err := a.deps.Inventory(ctx); err != nil {
-		msg := fmt.Sprintf("collect inventory: %v", err)
-		req.Error = &msg
-	} else if b, err := json.Marshal(inv); err != nil {
-		msg := fmt.Sprintf("encode inventory: %v", err)
-		req.Error = &msg
-	} else {
-		req.Inventory = b
-	}
-	deadline := a.clock.Now().Add(a.cfg.LookupTimeout)
-	for n := 1; ; n++ {
-		resp, _, err := a.client.inspect(ctx, a.cfg.InspectionCallbackURL, req)
-		if err == nil {
-			if resp.Config != nil && resp.Node != nil {
-				_ = a.applyLookup(proto.LookupResponse{Node: *resp.Node, Config: *resp.Config})
-			}
-			a.log.Info("inspection data sent", "node", resp.NodeUUID())
-			return resp.NodeUUID(), nil
-		}
-		wait := a.jitter(func(r *rand.Rand) time.Duration { return LookupBackoff(r, n) })
-		if a.clock.Now().Add(wait).After(deadline) {
-			return "", err
-		}
-		a.log.Warn("inspection callback failed; retrying", "err", err, "in", wait)
-		select {
-		case <-ctx.Done():
-			return "", ctx.Err()
-		case <-a.clock.After(wait):
-		}
-	}
 }

@@ -54,6 +54,17 @@ func LookupBackoff(r *rand.Rand, n int) time.Duration {
 	return uniform(r, time.Second, hi+time.Nanosecond)
 }
 
+// InspectionAttempts and InspectionRetryWait are IPA's schedule for posting
+// inspection data: five attempts, waiting 1.5 s × 2^(n-1) clamped to 5–30 s
+// after the n-th failure.
+const InspectionAttempts = 5
+
+// InspectionRetryWait is the wait after the n-th (n ≥ 1) failed post.
+func InspectionRetryWait(n int) time.Duration {
+	d := 1500 * time.Millisecond << min(n-1, 10)
+	return max(5*time.Second, min(d, 30*time.Second))
+}
+
 // ConflictPause is the wait after the n-th (n ≥ 1) 409 from the lookup: 5, 10, then 30 s.
 func ConflictPause(n int) time.Duration {
 	switch {
