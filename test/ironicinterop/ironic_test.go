@@ -351,14 +351,24 @@ func (a *agentProc) Logs() string {
 }
 
 // startAgent boots "the ramdisk": kiln-agent pointed at Ironic, looking up
-// with mac, allowed to write only dev.
-func startAgent(t *testing.T, ir *ironic, mac, dev string) *agentProc {
+// with mac, allowed to write only dev. With firmware set, the agent runs in
+// its own mount namespace where that directory is /sys/firmware, so that a
+// UEFI machine's variables land in firmware/efi/efivars for the test to read.
+func startAgent(t *testing.T, ir *ironic, mac, dev string, firmware ...string) *agentProc {
 	t.Helper()
 	port := strconv.Itoa(freePort(t))
 	a := &agentProc{done: make(chan struct{})}
-	a.cmd = exec.Command(agentBin, "--cmdline=-", "--api-url", ir.URL, "--bootif", mac, "--ramdisk", "false",
+	args := []string{"--cmdline=-", "--api-url", ir.URL, "--bootif", mac, "--ramdisk", "false",
 		"--listen-host", "127.0.0.1", "--listen-port", port, "--advertise-host", "127.0.0.1",
-		"--lookup-timeout", "3m", "--plugin-dir", t.TempDir(), "--allow-device", dev)
+		"--lookup-timeout", "3m", "--plugin-dir", t.TempDir(), "--allow-device", dev}
+	if len(firmware) == 0 {
+		a.cmd = exec.Command(agentBin, args...)
+	} else {
+		// unshare's new mount namespace is private: the bind mount is seen
+		// by the agent only.
+		script := `mount --bind "$0" /sys/firmware && exec "$@"`
+		a.cmd = exec.Command("unshare", append([]string{"--mount", "sh", "-c", script, firmware[0], agentBin}, args...)...)
+	}
 	a.cmd.Stdout, a.cmd.Stderr = a, a
 	if err := a.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -32,7 +32,7 @@ func TestIronicInterop(t *testing.T) {
 	if skipReason != "" {
 		t.Skip(skipReason)
 	}
-	for _, tool := range []string{"losetup", "sgdisk", "mkfs.ext4", "wipefs", "blkid"} {
+	for _, tool := range []string{"losetup", "sgdisk", "mkfs.ext4", "wipefs", "blkid", "debugfs", "mkfs.fat", "mmd", "mcopy", "dd"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("%s is not installed", tool)
 		}
@@ -150,8 +150,16 @@ func TestIronicInterop(t *testing.T) {
 
 	timed("UEFI whole-disk deploy", func(t *testing.T) {
 		ir := ir.with(t)
+		if _, err := exec.LookPath("unshare"); err != nil {
+			t.Skip("unshare is not installed: the agent cannot be given a test EFI variable store")
+		}
 		dev := loopDevice(t, loopSize)
 		m := newMachine(t, ir, srv, dev, "uefi", false)
+		m.firmware = t.TempDir()
+		efivars := filepath.Join(m.firmware, "efi", "efivars")
+		if err := os.MkdirAll(efivars, 0o755); err != nil {
+			t.Fatal(err)
+		}
 		ir.provision(m.uuid, map[string]any{"target": "provide"})
 		ir.mustState(m.uuid, "available", time.Minute)
 		_, f := m.deploy(srv+"/disk.raw", sha256File(t, wholeDisk), nil, false)
@@ -160,18 +168,21 @@ func TestIronicInterop(t *testing.T) {
 			t.Fatalf("deploy: %s: %s", f.state, f.lastError)
 		}
 		checkWholeDisk(t, dev, wholeDisk, false)
+		checkBootEntry(t, efivars, `\EFI\DEBIAN\SHIMX64.EFI`)
 	})
 
 	timed("partition image deploy with a config drive", func(t *testing.T) {
 		ir := ir.with(t)
-		dev := loopDevice(t, loopSize)
+		// root_gb is whole GiB: 1 GiB of root, the config drive and the
+		// boot partitions need a bigger (sparse) disk.
+		dev := loopDevice(t, 2<<30)
 		m := newMachine(t, ir, srv, dev, "bios", false)
 		ir.provision(m.uuid, map[string]any{"target": "provide"})
 		ir.mustState(m.uuid, "available", time.Minute)
 		_, f := m.deploy(srv+"/root.img", sha256File(t, partImage), map[string]any{
 			"kernel": srv + "/vmlinuz", "ramdisk": srv + "/initrd", "root_gb": 1}, true)
 		if f != nil {
-			skipIfNotBuilt(t, f, "partition images (image_type partition) and image.install_bootloader (BIOS)")
+			skipIfNotBuilt(t, f, "partition images (image_type partition) and image.install_bootloader (BIOS, the image's grub)")
 			t.Fatalf("deploy: %s: %s", f.state, f.lastError)
 		}
 		checkPartition(t, dev, partImage)
@@ -196,6 +207,8 @@ type machine struct {
 	uuid string
 	mac  string
 	dev  string
+	// firmware, when set, is the agent's /sys/firmware (see startAgent).
+	firmware string
 }
 
 // newMachine enrolls a manual-management node (fake power, no-op
@@ -235,7 +248,11 @@ func (m *machine) deploy(url, sum string, extra map[string]any, configdrive bool
 	if _, f := m.ir.waitState(m.uuid, "wait call-back", 2*time.Minute); f != nil {
 		return nil, f
 	}
-	ag := startAgent(t, m.ir, m.mac, m.dev)
+	var fw []string
+	if m.firmware != "" {
+		fw = append(fw, m.firmware)
+	}
+	ag := startAgent(t, m.ir, m.mac, m.dev, fw...)
 	n, f := m.ir.waitState(m.uuid, "active", 5*time.Minute)
 	ag.Stop()
 	return n, f
@@ -274,21 +291,33 @@ func checkWholeDisk(t *testing.T, dev, img string, configdrive bool) {
 	}
 }
 
-// checkPartition: one partition of dev starts with the partition image.
+// checkPartition: a partition of dev holds the partition image's file
+// system (same UUID, same files) and the boot loader was installed from it
+// for dev in BIOS mode, as IPA does.
 func checkPartition(t *testing.T, dev, img string) {
 	t.Helper()
+	fsUUID := strings.TrimSpace(run(t, "blkid", "-p", "-o", "value", "-s", "UUID", img))
 	got, err := disk.ReadTable(dev)
 	if err != nil {
 		t.Fatal(err)
 	}
-	size := fileSize(t, img)
-	want := sha256Range(t, img, 0, size)
 	for _, p := range got.Partitions {
-		if p.Size >= size && sha256Range(t, dev, p.Start, size) == want {
-			return
+		out, _ := exec.Command("blkid", "-p", "-o", "value", "-s", "UUID", "--offset", strconv.FormatInt(p.Start, 10), dev).Output()
+		if strings.TrimSpace(string(out)) != fsUUID {
+			continue
 		}
+		fs := filepath.Join(t.TempDir(), "root.fs")
+		run(t, "dd", "if="+dev, "of="+fs, "bs=1M", "iflag=skip_bytes,count_bytes",
+			"skip="+strconv.FormatInt(p.Start, 10), "count="+strconv.FormatInt(fileSize(t, img), 10), "status=none")
+		if osr := run(t, "debugfs", "-R", "cat /etc/os-release", fs); !strings.Contains(osr, "ID=ironicinterop") {
+			t.Fatalf("partition %d: /etc/os-release is %q", p.Number, osr)
+		}
+		if args := run(t, "debugfs", "-R", "cat /var/log/grub-install.args", fs); !strings.Contains(args, "--target=i386-pc") || !strings.Contains(args, dev) {
+			t.Fatalf("grub-install ran with %q, want --target=i386-pc for %s", args, dev)
+		}
+		return
 	}
-	t.Fatalf("no partition of %s holds the image: %+v", dev, got.Partitions)
+	t.Fatalf("no partition of %s holds the file system %s: %+v", dev, fsUUID, got.Partitions)
 }
 
 // ---------------------------------------------------------------------------
@@ -317,14 +346,92 @@ func diskImage(t *testing.T) string {
 	}
 	run(t, "sgdisk", "-n1:2048:+4M", "-t1:EF00", "-n2:0:0", "-t2:8300", "-c2:root", img)
 	run(t, "mkfs.ext4", "-q", "-F", "-d", rootTree(t), "-E", "offset="+strconv.Itoa(10240*512), img, "16M")
+	// The ESP, FAT with a distribution's layout: shim and grub under
+	// EFI/debian, the fallback loader under EFI/BOOT.
+	esp := filepath.Join(t.TempDir(), "esp.img")
+	run(t, "mkfs.fat", "-C", esp, "4096")
+	loader := filepath.Join(t.TempDir(), "loader.efi")
+	if err := os.WriteFile(loader, []byte("MZ not really a loader\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(t, "mmd", "-i", esp, "::/EFI", "::/EFI/debian", "::/EFI/BOOT")
+	for _, dst := range []string{"::/EFI/debian/shimx64.efi", "::/EFI/debian/grubx64.efi", "::/EFI/BOOT/BOOTX64.EFI"} {
+		run(t, "mcopy", "-i", esp, loader, dst)
+	}
+	run(t, "dd", "if="+esp, "of="+img, "bs=512", "seek=2048", "conv=notrunc", "status=none")
 	return img
 }
 
-// partitionImage is a 16 MiB ext4 root file system.
+// checkBootEntry: the EFI variables hold a Boot#### entry for loader (its
+// file path, upper-cased here, in UTF-16 as firmware stores it) and
+// BootOrder starts with it.
+func checkBootEntry(t *testing.T, efivars, loader string) {
+	t.Helper()
+	const globalGUID = "8be4df61-93ca-11d2-aa0d-00e098032b8c"
+	order, err := os.ReadFile(filepath.Join(efivars, "BootOrder-"+globalGUID))
+	if err != nil || len(order) < 6 {
+		t.Fatalf("BootOrder: %v (%x)", err, order)
+	}
+	first := fmt.Sprintf("Boot%04X-%s", uint16(order[4])|uint16(order[5])<<8, globalGUID)
+	entry, err := os.ReadFile(filepath.Join(efivars, first))
+	if err != nil {
+		t.Fatalf("BootOrder starts with %s: %v", first, err)
+	}
+	var path []rune
+	for i := 4; i+1 < len(entry); i += 2 {
+		path = append(path, rune(entry[i])|rune(entry[i+1])<<8)
+	}
+	if !strings.Contains(strings.ToUpper(string(path)), loader) {
+		t.Fatalf("%s does not name %s: %q", first, loader, string(path))
+	}
+}
+
+// grubStub stands in for the image's grub-install and grub-mkconfig (the
+// agent runs them chrooted into the image): it records its arguments in
+// /var/log/<name>.args and writes the file given with -o.
+const grubStub = `package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+func main() {
+	name := filepath.Base(os.Args[0])
+	_ = os.WriteFile("/var/log/"+name+".args", []byte(strings.Join(os.Args[1:], " ")+"\n"), 0o644)
+	for i, a := range os.Args {
+		if a == "-o" && i+1 < len(os.Args) {
+			_ = os.MkdirAll(filepath.Dir(os.Args[i+1]), 0o755)
+			_ = os.WriteFile(os.Args[i+1], []byte("# grub.cfg from the test's grub-mkconfig\n"), 0o644)
+		}
+	}
+}
+`
+
+// partitionImage is a 16 MiB ext4 root file system with stand-ins for
+// grub-install and grub-mkconfig (static, so they run in a chroot).
 func partitionImage(t *testing.T) string {
 	t.Helper()
+	root := rootTree(t)
+	src := filepath.Join(t.TempDir(), "grubstub.go")
+	if err := os.WriteFile(src, []byte(grubStub), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stub := filepath.Join(root, "usr", "sbin", "grub-install")
+	cmd := exec.Command("go", "build", "-o", stub, src)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build the grub stand-in: %v\n%s", err, out)
+	}
+	if err := os.Link(stub, filepath.Join(root, "usr", "sbin", "grub-mkconfig")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "var", "log"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	img := filepath.Join(t.TempDir(), "root.img")
-	run(t, "mkfs.ext4", "-q", "-F", "-d", rootTree(t), img, "16M")
+	run(t, "mkfs.ext4", "-q", "-F", "-d", root, img, "16M")
 	return img
 }
 
