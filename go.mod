@@ -16,6 +16,7 @@ require (
 	github.com/labstack/echo/v4 v4.16.4
 	github.com/lima-vm/go-qcow2reader v0.7.1
 	github.com/mattn/go-isatty v0.0.24
+	github.com/pin/tftp/v3 v3.2.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/common v0.72.0
 	github.com/spf13/cobra v1.10.2
