@@ -7,99 +7,30 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
-	"runtime"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
-	"github.com/vishvananda/netns"
 
 	"github.com/kilnhq/kiln/controller/store"
 	"github.com/kilnhq/kiln/proto"
+	"github.com/kilnhq/kiln/test/netnstest"
 	"github.com/kilnhq/kiln/test/pgtest"
 )
 
 // The packet tests run the server and the library's client (nclient4) in
-// two network namespaces joined by a veth pair: real sockets, real
-// broadcasts, nothing of the host's network touched. They need root and
-// iproute2, and skip, saying why, without them.
+// two network namespaces joined by a veth pair (test/netnstest): real
+// sockets, real broadcasts, nothing of the host's network touched.
 
-var nsSeq atomic.Int64
+type segment = netnstest.Segment
 
-func requireNetns(t testing.TB) {
-	t.Helper()
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skipf("ip (iproute2) not installed: %v", err)
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("network namespaces need root")
-	}
-}
+func newSegment(t testing.TB, addr string) segment { return netnstest.New(t, addr) }
 
-func run(t testing.TB, args ...string) {
-	t.Helper()
-	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
-	}
-}
+func inNS(t testing.TB, name string, fn func()) { netnstest.In(t, name, fn) }
 
-// segment is a server namespace and a client namespace on one veth pair.
-type segment struct {
-	srvNS, cliNS string
-	srvIf, cliIf string
-}
-
-// newSegment makes the pair; the server end gets addr (CIDR).
-func newSegment(t testing.TB, addr string) segment {
-	t.Helper()
-	requireNetns(t)
-	n := nsSeq.Add(1)
-	s := segment{
-		srvNS: fmt.Sprintf("kdhcp-s%d-%d", os.Getpid(), n), cliNS: fmt.Sprintf("kdhcp-c%d-%d", os.Getpid(), n),
-		srvIf: "kiln-srv", cliIf: "kiln-cli",
-	}
-	for _, ns := range []string{s.srvNS, s.cliNS} {
-		run(t, "ip", "netns", "add", ns)
-		t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
-		run(t, "ip", "-n", ns, "link", "set", "lo", "up")
-	}
-	run(t, "ip", "-n", s.srvNS, "link", "add", s.srvIf, "type", "veth", "peer", "name", s.cliIf, "netns", s.cliNS)
-	run(t, "ip", "-n", s.srvNS, "addr", "add", addr, "dev", s.srvIf)
-	run(t, "ip", "-n", s.srvNS, "link", "set", s.srvIf, "up")
-	run(t, "ip", "-n", s.cliNS, "link", "set", s.cliIf, "up")
-	return s
-}
-
-// inNS runs fn on an OS thread inside the named namespace. Sockets opened
-// there stay in it; the thread is thrown away afterwards (never unlocked),
-// so no other goroutine runs in the namespace.
-func inNS(t testing.TB, name string, fn func()) {
-	t.Helper()
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		h, err := netns.GetFromName(name)
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer h.Close()
-		if err := netns.Set(h); err != nil {
-			errc <- err
-			return
-		}
-		fn()
-		errc <- nil
-	}()
-	if err := <-errc; err != nil {
-		t.Fatalf("enter namespace %s: %v", name, err)
-	}
-}
+func run(t testing.TB, args ...string) { netnstest.Run(t, args...) }
 
 // observer records what the server decided, so that tests can wait for
 // "handled and not answered" instead of waiting out a timeout.
@@ -155,7 +86,7 @@ type running struct {
 func startServer(t testing.TB, seg segment, cfg ServerConfig) running {
 	t.Helper()
 	obs := newObserver()
-	cfg.Interface = seg.srvIf
+	cfg.Interface = seg.SrvIf
 	cfg.Observe = obs.observe
 	if cfg.Log == nil && !testing.Verbose() {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -166,7 +97,7 @@ func startServer(t testing.TB, seg segment, cfg ServerConfig) running {
 	}
 	var srv *Server
 	var err error
-	inNS(t, seg.srvNS, func() {
+	inNS(t, seg.SrvNS, func() {
 		if srv, err = NewServer(cfg); err == nil {
 			err = srv.Listen()
 		}
@@ -196,12 +127,12 @@ func newClient(t testing.TB, seg segment, hw net.HardwareAddr) *nclient4.Client 
 	t.Helper()
 	var c *nclient4.Client
 	var err error
-	inNS(t, seg.cliNS, func() {
+	inNS(t, seg.CliNS, func() {
 		opts := []nclient4.ClientOpt{nclient4.WithTimeout(10 * time.Second), nclient4.WithRetry(3)}
 		if hw != nil {
 			opts = append(opts, nclient4.WithHWAddr(hw))
 		}
-		c, err = nclient4.New(seg.cliIf, opts...)
+		c, err = nclient4.New(seg.CliIf, opts...)
 	})
 	if err != nil {
 		t.Fatalf("DHCP client: %v", err)
@@ -269,11 +200,11 @@ func TestProxyModeOnTheWire(t *testing.T) {
 	t.Run("boot server request on 4011", func(t *testing.T) {
 		// PXE clients ask the boot server from the address the site's
 		// DHCP server gave them.
-		run(t, "ip", "-n", seg.cliNS, "addr", "add", "10.77.0.50/24", "dev", seg.cliIf)
+		run(t, "ip", "-n", seg.CliNS, "addr", "add", "10.77.0.50/24", "dev", seg.CliIf)
 		var c *nclient4.Client
 		var err error
-		inNS(t, seg.cliNS, func() {
-			c, err = nclient4.New(seg.cliIf, nclient4.WithHWAddr(hw(100)), nclient4.WithTimeout(10*time.Second),
+		inNS(t, seg.CliNS, func() {
+			c, err = nclient4.New(seg.CliIf, nclient4.WithHWAddr(hw(100)), nclient4.WithTimeout(10*time.Second),
 				nclient4.WithUnicast(&net.UDPAddr{IP: net.IPv4(10, 77, 0, 50), Port: dhcpv4.ClientPort}))
 		})
 		if err != nil {
@@ -420,7 +351,7 @@ func TestProbeFindsServers(t *testing.T) {
 		First: netip.MustParseAddr("10.77.0.100"), Last: netip.MustParseAddr("10.77.0.199"), Leases: leasesOf(t, st)})
 	var found []Answerer
 	var err error
-	inNS(t, seg.cliNS, func() { found, err = Probe(context.Background(), seg.cliIf, 3*time.Second) })
+	inNS(t, seg.CliNS, func() { found, err = Probe(context.Background(), seg.CliIf, 3*time.Second) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -435,14 +366,14 @@ func TestProbeFindsServers(t *testing.T) {
 func TestAnswersOnlyOnTheNamedInterface(t *testing.T) {
 	seg := newSegment(t, "10.77.0.1/24")
 	// A second link into the server's namespace, not named to the server.
-	run(t, "ip", "-n", seg.srvNS, "link", "add", "kiln-other", "type", "veth", "peer", "name", "kiln-cli2", "netns", seg.cliNS)
-	run(t, "ip", "-n", seg.srvNS, "addr", "add", "10.78.0.1/24", "dev", "kiln-other")
-	run(t, "ip", "-n", seg.srvNS, "link", "set", "kiln-other", "up")
-	run(t, "ip", "-n", seg.cliNS, "link", "set", "kiln-cli2", "up")
+	run(t, "ip", "-n", seg.SrvNS, "link", "add", "kiln-other", "type", "veth", "peer", "name", "kiln-cli2", "netns", seg.CliNS)
+	run(t, "ip", "-n", seg.SrvNS, "addr", "add", "10.78.0.1/24", "dev", "kiln-other")
+	run(t, "ip", "-n", seg.SrvNS, "link", "set", "kiln-other", "up")
+	run(t, "ip", "-n", seg.CliNS, "link", "set", "kiln-cli2", "up")
 	s := startServer(t, seg, ServerConfig{Config: Config{Mode: ModeProxy}})
 	var other *nclient4.Client
 	var err error
-	inNS(t, seg.cliNS, func() {
+	inNS(t, seg.CliNS, func() {
 		other, err = nclient4.New("kiln-cli2", nclient4.WithHWAddr(hw(7)), nclient4.WithTimeout(time.Second), nclient4.WithRetry(1))
 	})
 	if err != nil {
@@ -525,9 +456,9 @@ func BenchmarkLeases(b *testing.B) {
 		b.StopTimer()
 		clients := make([]*nclient4.Client, min(batch, b.N-done))
 		var err error
-		inNS(b, seg.cliNS, func() {
+		inNS(b, seg.CliNS, func() {
 			for i := range clients {
-				if clients[i], err = nclient4.New(seg.cliIf, nclient4.WithHWAddr(hw(done+i+1)), nclient4.WithTimeout(10*time.Second)); err != nil {
+				if clients[i], err = nclient4.New(seg.CliIf, nclient4.WithHWAddr(hw(done+i+1)), nclient4.WithTimeout(10*time.Second)); err != nil {
 					return
 				}
 			}

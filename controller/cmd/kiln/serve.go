@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/kilnhq/kiln/controller/agentclient"
 	"github.com/kilnhq/kiln/controller/api"
@@ -52,6 +53,9 @@ type serveOptions struct {
 	bootDir     string
 	bootUnknown string
 	bootConsole string
+
+	netboot netbootOptions
+	flags   *pflag.FlagSet // to tell flags set from defaults
 }
 
 func newServeCmd() *cobra.Command {
@@ -63,6 +67,7 @@ func newServeCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
+			o.flags = cmd.Flags()
 			return serve(ctx, o)
 		},
 	}
@@ -85,6 +90,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&o.bootUnknown, "boot-unknown", "local", "what a MAC no node has boots from /boot/boot.ipxe: local (its disk) or discovery (the agent)")
 	f.StringVar(&o.bootConsole, "boot-console", "ttyS0,115200n8", "console= argument of the agent kernel")
 	f.DurationVar(&o.powerSyncInterval, "power-sync-interval", time.Minute, "how often power states are read back from BMCs (0 disables)")
+	addNetbootFlags(f, &o.netboot)
 	return cmd
 }
 
@@ -158,6 +164,11 @@ func serve(ctx context.Context, o serveOptions) error {
 	if err := mountBoot(apiServer, wst, o, log); err != nil {
 		return err
 	}
+	nb, err := startNetboot(o.flags, o.netboot, o.apiURL, o.conductor, st, apiServer, log)
+	if err != nil {
+		return err
+	}
+	defer nb.Stop()
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics.Handler(reg))
 	mux.Handle("/", apiServer)
