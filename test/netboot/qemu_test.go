@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -26,6 +27,8 @@ import (
 )
 
 var kilnBin string
+
+var labSeq atomic.Int64
 
 func TestMain(m *testing.M) { kilnproc.RunTests(m, &kilnBin) }
 
@@ -147,8 +150,13 @@ func require(t *testing.T, files ...string) {
 // lab is a namespace with a bridge (the controller's 10.77.0.1/24) and a
 // tap on it for QEMU, and kiln serve with --dhcp full on the bridge.
 func lab(t *testing.T) (ns string, kiln *logBuf) {
+	ns = newLab(t)
+	return ns, startKiln(t, ns, "--dhcp", "full", "--dhcp-range", "10.77.0.100-10.77.0.150")
+}
+
+func newLab(t *testing.T) string {
 	t.Helper()
-	ns = fmt.Sprintf("kiln-qemu-%d-%s", os.Getpid(), strings.ToLower(t.Name()[4:]))
+	ns := fmt.Sprintf("kiln-qemu-%d-%d", os.Getpid(), labSeq.Add(1))
 	netnstest.Run(t, "ip", "netns", "add", ns)
 	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
 	for _, args := range [][]string{
@@ -162,18 +170,22 @@ func lab(t *testing.T) (ns string, kiln *logBuf) {
 	} {
 		netnstest.Run(t, append([]string{"ip", "-n", ns}, args...)...)
 	}
-	kiln = &logBuf{}
-	start(t, ns, kiln, kilnBin, "serve", "--listen", "0.0.0.0:6385", "--db", filepath.Join(t.TempDir(), "kiln.db"),
-		"--power-sync-interval", "0", "--boot-dir", t.TempDir(),
-		"--dhcp", "full", "--dhcp-interface", "br0", "--dhcp-range", "10.77.0.100-10.77.0.150", "--dhcp-probe", "1s")
-	waitFor(t, kiln, "", [][]string{{"DHCP server answering"}, {"TFTP server answering"}})
-	return ns, kiln
+	return ns
 }
 
-func qemuArgs(dir, mac string) []string {
+func startKiln(t *testing.T, ns string, dhcpArgs ...string) *logBuf {
+	t.Helper()
+	kiln := &logBuf{}
+	start(t, ns, kiln, append([]string{kilnBin, "serve", "--listen", "0.0.0.0:6385", "--db", filepath.Join(t.TempDir(), "kiln.db"),
+		"--power-sync-interval", "0", "--boot-dir", t.TempDir(), "--dhcp-interface", "br0"}, dhcpArgs...)...)
+	waitFor(t, kiln, "", [][]string{{"DHCP server answering"}, {"TFTP server answering"}})
+	return kiln
+}
+
+func qemuArgs(dir, tap string) []string {
 	return []string{"qemu-system-x86_64", "-machine", "q35", "-accel", "tcg", "-m", "256",
 		"-nographic", "-monitor", "none", "-no-reboot", "-serial", "file:" + filepath.Join(dir, "serial.log"),
-		"-netdev", "tap,id=n0,ifname=tap0,script=no,downscript=no", "-boot", "strict=on"}
+		"-netdev", "tap,id=n0,ifname=" + tap + ",script=no,downscript=no", "-boot", "strict=on"}
 }
 
 // TestBIOSBootsFromKilnDHCP: SeaBIOS runs QEMU's iPXE ROM, which asks DHCP
@@ -181,9 +193,8 @@ func qemuArgs(dir, mac string) []string {
 func TestBIOSBootsFromKilnDHCP(t *testing.T) {
 	require(t)
 	ns, kiln := lab(t)
-	dir := t.TempDir()
 	const mac = "52:54:00:77:00:01"
-	start(t, ns, io.Discard, append(qemuArgs(dir, mac), "-device", "virtio-net-pci,netdev=n0,mac="+mac+",bootindex=1")...)
+	dir := startBIOS(t, ns, mac)
 	got := waitFor(t, kiln, filepath.Join(dir, "serial.log"), [][]string{
 		{"DHCP boot answer", "mac=" + mac, "type=DISCOVER", "firmware=ipxe", "boot_file=http://10.77.0.1:6385/boot/boot.ipxe"},
 		{"DHCP boot answer", "mac=" + mac, "type=REQUEST", "reply=ACK", "firmware=ipxe"},
@@ -197,23 +208,10 @@ func TestBIOSBootsFromKilnDHCP(t *testing.T) {
 // PXE: DHCP as x86-64 UEFI, snponly.efi by TFTP from Debian's ipxe
 // package, then that iPXE asks DHCP again and is chained to the script.
 func TestUEFIBootsFromKilnDHCP(t *testing.T) {
-	const code, vars = "/usr/share/OVMF/OVMF_CODE_4M.fd", "/usr/share/OVMF/OVMF_VARS_4M.fd"
-	require(t, code, vars, "/usr/lib/ipxe/snponly.efi")
+	require(t, ovmfCode, ovmfVars, "/usr/lib/ipxe/snponly.efi")
 	ns, kiln := lab(t)
-	dir := t.TempDir()
-	v, err := os.ReadFile(vars)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "vars.fd"), v, 0o600); err != nil {
-		t.Fatal(err)
-	}
 	const mac = "52:54:00:77:00:02"
-	start(t, ns, io.Discard, append(qemuArgs(dir, mac),
-		"-drive", "if=pflash,format=raw,unit=0,readonly=on,file="+code,
-		"-drive", "if=pflash,format=raw,unit=1,file="+filepath.Join(dir, "vars.fd"),
-		"-fw_cfg", "name=opt/org.tianocore/IPv6PXESupport,string=n",
-		"-device", "virtio-net-pci,netdev=n0,mac="+mac+",bootindex=1,romfile=")...)
+	dir := startUEFI(t, ns, mac)
 	got := waitFor(t, kiln, filepath.Join(dir, "serial.log"), [][]string{
 		{"DHCP boot answer", "mac=" + mac, "type=DISCOVER", "firmware=uefi-x64", "boot_file=snponly.efi"},
 		{"TFTP transfer", "file=snponly.efi"},
@@ -222,4 +220,90 @@ func TestUEFIBootsFromKilnDHCP(t *testing.T) {
 	})
 	t.Logf("TIMING UEFI (OVMF PXE): DHCP offer → snponly.efi sent %.2fs → iPXE's DHCP %.2fs → script fetched by MAC %.2fs",
 		got[1].at.Sub(got[0].at).Seconds(), got[2].at.Sub(got[0].at).Seconds(), got[3].at.Sub(got[0].at).Seconds())
+}
+
+const ovmfCode, ovmfVars = "/usr/share/OVMF/OVMF_CODE_4M.fd", "/usr/share/OVMF/OVMF_VARS_4M.fd"
+
+// startBIOS powers on a SeaBIOS machine whose NIC boots QEMU's iPXE ROM.
+func startBIOS(t *testing.T, ns, mac string) (dir string) {
+	dir = t.TempDir()
+	start(t, ns, io.Discard, append(qemuArgs(dir, "tap0"), "-device", "virtio-net-pci,netdev=n0,mac="+mac+",bootindex=1")...)
+	return dir
+}
+
+// startUEFI powers on an OVMF machine whose NIC has no option ROM, so that
+// OVMF's own PXE boots it.
+func startUEFI(t *testing.T, ns, mac string) (dir string) { return startUEFIOn(t, ns, mac, "tap0") }
+
+func startUEFIOn(t *testing.T, ns, mac, tap string) (dir string) {
+	dir = t.TempDir()
+	v, err := os.ReadFile(ovmfVars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "vars.fd"), v, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	start(t, ns, io.Discard, append(qemuArgs(dir, tap),
+		"-drive", "if=pflash,format=raw,unit=0,readonly=on,file="+ovmfCode,
+		"-drive", "if=pflash,format=raw,unit=1,file="+filepath.Join(dir, "vars.fd"),
+		"-fw_cfg", "name=opt/org.tianocore/IPv6PXESupport,string=n",
+		"-device", "virtio-net-pci,netdev=n0,mac="+mac+",bootindex=1,romfile=")...)
+	return dir
+}
+
+// TestProxyBesideDnsmasq: the segment's addresses come from a dnsmasq that
+// knows nothing of network boot, on a router namespace bridged in; kiln
+// serve --dhcp proxy adds the boot options. Both firmwares boot to the
+// script, and every address is dnsmasq's.
+func TestProxyBesideDnsmasq(t *testing.T) {
+	require(t, ovmfCode, ovmfVars, "/usr/lib/ipxe/snponly.efi")
+	dnsmasq, err := exec.LookPath("dnsmasq")
+	if err != nil {
+		t.Skipf("dnsmasq not installed (Debian's dnsmasq-base): %v", err)
+	}
+	ns := newLab(t)
+	router := ns + "-r"
+	netnstest.Run(t, "ip", "netns", "add", router)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", router).Run() })
+	netnstest.Run(t, "ip", "-n", ns, "link", "add", "uplink", "type", "veth", "peer", "name", "lan", "netns", router)
+	netnstest.Run(t, "ip", "-n", ns, "link", "set", "uplink", "master", "br0")
+	netnstest.Run(t, "ip", "-n", ns, "link", "set", "uplink", "up")
+	netnstest.Run(t, "ip", "-n", router, "addr", "add", "10.77.0.254/24", "dev", "lan")
+	netnstest.Run(t, "ip", "-n", router, "link", "set", "lan", "up")
+	dm := &logBuf{}
+	start(t, router, dm, dnsmasq, "--keep-in-foreground", "--log-facility=-", "--log-dhcp", "--conf-file=/dev/null",
+		"--port=0", "--interface=lan", "--bind-interfaces", "--dhcp-range=10.77.0.50,10.77.0.90,1h",
+		"--dhcp-leasefile="+filepath.Join(t.TempDir(), "leases"), "--pid-file="+filepath.Join(t.TempDir(), "pid"))
+	waitFor(t, dm, "", [][]string{{"DHCP, IP range 10.77.0.50"}})
+
+	kiln := startKiln(t, ns, "--dhcp", "proxy")
+	if _, ok := find(kiln.String(), "DHCP server found on the segment", "server=10.77.0.254", "proxy=false"); !ok {
+		t.Errorf("the start-up probe did not report dnsmasq:\n%s\ndnsmasq:\n%s", kiln.String(), dm.String())
+	}
+	const biosMAC, uefiMAC = "52:54:00:77:01:01", "52:54:00:77:01:02"
+	biosDir := startBIOS(t, ns, biosMAC)
+	bios := waitFor(t, kiln, filepath.Join(biosDir, "serial.log"), [][]string{
+		{"DHCP boot answer", "mac=" + biosMAC, "dhcp=proxy", "firmware=ipxe", "boot_file=http://10.77.0.1:6385/boot/boot.ipxe", "ip=0.0.0.0"},
+		{"iPXE script", "mac=" + biosMAC},
+	})
+	// One machine at a time: the lab has one tap.
+	netnstest.Run(t, "ip", "-n", ns, "tuntap", "add", "tap1", "mode", "tap")
+	netnstest.Run(t, "ip", "-n", ns, "link", "set", "tap1", "master", "br0")
+	netnstest.Run(t, "ip", "-n", ns, "link", "set", "tap1", "up")
+	uefiDir := startUEFIOn(t, ns, uefiMAC, "tap1")
+	uefi := waitFor(t, kiln, filepath.Join(uefiDir, "serial.log"), [][]string{
+		{"DHCP boot answer", "mac=" + uefiMAC, "dhcp=proxy", "firmware=uefi-x64", "boot_file=snponly.efi"},
+		{"TFTP transfer", "file=snponly.efi"},
+		{"DHCP boot answer", "mac=" + uefiMAC, "dhcp=proxy", "firmware=ipxe"},
+		{"iPXE script", "mac=" + uefiMAC},
+	})
+	for _, mac := range []string{biosMAC, uefiMAC} {
+		if _, ok := find(dm.String(), "DHCPACK(lan) 10.77.0.", mac); !ok {
+			t.Errorf("dnsmasq gave %s no address:\n%s", mac, dm.String())
+		}
+	}
+	t.Logf("TIMING proxy BIOS (iPXE ROM): proxy offer → script %.2fs", bios[1].at.Sub(bios[0].at).Seconds())
+	t.Logf("TIMING proxy UEFI (OVMF PXE): proxy offer → snponly.efi sent %.2fs → script %.2fs",
+		uefi[1].at.Sub(uefi[0].at).Seconds(), uefi[3].at.Sub(uefi[0].at).Seconds())
 }

@@ -45,7 +45,7 @@ func addNetbootFlags(f *pflag.FlagSet, o *netbootOptions) {
 	f.StringSliceVar(&o.dns, "dhcp-dns", nil, "DNS servers given to clients in full mode (repeatable)")
 	f.DurationVar(&o.leaseTime, "dhcp-lease-time", time.Hour, "lease duration in full mode")
 	f.IntVar(&o.rateBurst, "dhcp-rate-burst", 20, "DHCP requests answered per MAC in a burst, then one a second (0: no limit)")
-	f.DurationVar(&o.probe, "dhcp-probe", 2*time.Second, "how long to listen for other DHCP servers at start (0: no probe)")
+	f.DurationVar(&o.probe, "dhcp-probe", 5*time.Second, "how long to listen for other DHCP servers at start; servers that ping an address before offering it (dnsmasq, ISC dhcpd) take seconds (0: no probe)")
 	f.BoolVar(&o.tftp, "tftp", true, "serve the iPXE binaries by TFTP on --dhcp-interface (on by default when --dhcp is on)")
 	f.StringVar(&o.ipxeDir, "ipxe-dir", tftp.DefaultDir, "directory of the iPXE binaries (undionly.kpxe, snponly.efi, ipxe.efi), served by TFTP and at /boot/ipxe/")
 }
