@@ -151,7 +151,11 @@ func require(t *testing.T, files ...string) {
 // tap on it for QEMU, and kiln serve with --dhcp full on the bridge.
 func lab(t *testing.T) (ns string, kiln *logBuf) {
 	ns = newLab(t)
-	return ns, startKiln(t, ns, "--dhcp", "full", "--dhcp-range", "10.77.0.100-10.77.0.150")
+	kiln = startKiln(t, ns, "--dhcp", "full", "--dhcp-range", "10.77.0.100-10.77.0.150")
+	// Full mode answers router solicitations, so that iPXE does not wait
+	// for an IPv6 router that the lab does not have.
+	waitFor(t, kiln, "", [][]string{{"answering IPv6 router solicitations"}})
+	return ns, kiln
 }
 
 func newLab(t *testing.T) string {

@@ -57,6 +57,9 @@ func New(t testing.TB, addr string) Segment {
 		Run(t, "ip", "netns", "add", ns)
 		t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
 		Run(t, "ip", "-n", ns, "link", "set", "lo", "up")
+		// Link-local IPv6 addresses usable at once, not after a second of
+		// duplicate address detection.
+		Run(t, "ip", "netns", "exec", ns, "sysctl", "-q", "-w", "net.ipv6.conf.default.accept_dad=0")
 	}
 	Run(t, "ip", "-n", s.SrvNS, "link", "add", s.SrvIf, "type", "veth", "peer", "name", s.CliIf, "netns", s.CliNS)
 	Run(t, "ip", "-n", s.SrvNS, "addr", "add", addr, "dev", s.SrvIf)

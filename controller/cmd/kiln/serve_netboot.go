@@ -35,6 +35,7 @@ type netbootOptions struct {
 	probe     time.Duration
 	tftp      bool
 	ipxeDir   string
+	ra        bool
 }
 
 func addNetbootFlags(f *pflag.FlagSet, o *netbootOptions) {
@@ -47,6 +48,7 @@ func addNetbootFlags(f *pflag.FlagSet, o *netbootOptions) {
 	f.IntVar(&o.rateBurst, "dhcp-rate-burst", 20, "DHCP requests answered per MAC in a burst, then one a second (0: no limit)")
 	f.DurationVar(&o.probe, "dhcp-probe", 5*time.Second, "how long to listen for other DHCP servers at start; servers that ping an address before offering it (dnsmasq, ISC dhcpd) take seconds (0: no probe)")
 	f.BoolVar(&o.tftp, "tftp", true, "serve the iPXE binaries by TFTP on --dhcp-interface (on by default when --dhcp is on)")
+	f.BoolVar(&o.ra, "ipv6-ra", true, "answer IPv6 router solicitations on --dhcp-interface with an advertisement that configures nothing, so that iPXE need not wait ~15 s for an IPv6 router (default: on with --dhcp full, off in proxy mode, where the site's routers answer)")
 	f.StringVar(&o.ipxeDir, "ipxe-dir", tftp.DefaultDir, "directory of the iPXE binaries (undionly.kpxe, snponly.efi, ipxe.efi), served by TFTP and at /boot/ipxe/")
 }
 
@@ -128,6 +130,14 @@ func startNetboot(fs *pflag.FlagSet, o netbootOptions, apiURL, conductor string,
 		n.wg.Go(func() {
 			if err := srv.Serve(ctx); err != nil {
 				log.Error("DHCP server stopped", "err", err)
+			}
+		})
+	}
+	if o.ra && (mode == dhcp.ModeFull || (fs != nil && fs.Changed("ipv6-ra"))) {
+		ra := dhcp.NewAdvertiser(o.iface, log)
+		n.wg.Go(func() {
+			if err := ra.Serve(ctx); err != nil {
+				log.Error("IPv6 router advertisements stopped", "err", err)
 			}
 		})
 	}
