@@ -133,6 +133,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	if o.apiURL == "" {
 		o.apiURL = "http://" + ln.Addr().String()
 	}
+	o.apiURL = netbootAPIURL(o.flags, o.netboot, o.apiURL)
 	if o.powerSyncInterval == 0 {
 		o.powerSyncInterval = -1
 	}

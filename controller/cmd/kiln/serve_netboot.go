@@ -221,6 +221,29 @@ func probeConflicts(o netbootOptions, mode dhcp.Mode, log *slog.Logger) error {
 		"Stop it, run --dhcp proxy beside it, or start anyway with --dhcp-probe 0", o.iface, strings.Join(names, ", "))
 }
 
+// netbootAPIURL is the controller URL for agents and iPXE scripts when
+// kiln serves network boot on an interface: an API URL on all addresses
+// (--listen 0.0.0.0:… without --api-url gives http://[::]:…) names no
+// host a machine can reach, so the interface's address takes its place.
+// Anything else, errors included (startNetboot reports them), is kept.
+func netbootAPIURL(fs *pflag.FlagSet, o netbootOptions, apiURL string) string {
+	if o.iface == "" || (o.mode == "off" && !(o.tftp && fs != nil && fs.Changed("tftp"))) {
+		return apiURL
+	}
+	ifc, err := net.InterfaceByName(o.iface)
+	if err != nil {
+		return apiURL
+	}
+	pfx, err := dhcp.InterfaceIPv4(ifc)
+	if err != nil {
+		return apiURL
+	}
+	if u, err := bootBaseURL(apiURL, pfx.Addr()); err == nil {
+		return u
+	}
+	return apiURL
+}
+
 // bootBaseURL is the controller URL given to booting machines: --api-url,
 // with an unspecified host (a --listen on all addresses) replaced by the
 // DHCP interface's address. A loopback URL would send machines nowhere.

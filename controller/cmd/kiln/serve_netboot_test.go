@@ -134,7 +134,7 @@ func TestServeNetboot(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "kiln.db")
 	args := []string{"--listen", "0.0.0.0:6385", "--db", db, "--conductor", "c1", "--power-sync-interval", "0",
 		"--dhcp", "full", "--dhcp-interface", seg.SrvIf, "--dhcp-range", "10.77.0.100-10.77.0.110",
-		"--dhcp-router", "10.77.0.1", "--dhcp-probe", "1s", "--ipxe-dir", ipxeDir}
+		"--dhcp-router", "10.77.0.1", "--dhcp-probe", "1s", "--ipxe-dir", ipxeDir, "--boot-unknown", "discovery"}
 	p := startInNS(t, seg.SrvNS, args...)
 	p.waitLog(t, "DHCP server answering", "TFTP server answering", "kiln controller listening")
 	if logs := p.Logs(); !strings.Contains(logs, "iPXE binaries missing") || !strings.Contains(logs, "snponly.efi") {
@@ -198,7 +198,7 @@ func TestServeNetboot(t *testing.T) {
 		netnstest.In(t, seg.CliNS, func() { c, err = (&net.Dialer{}).DialContext(ctx, network, addr) })
 		return c, err
 	}}, Timeout: 30 * time.Second}
-	for _, u := range []string{script, "http://10.77.0.1:6385/boot/ipxe/undionly.kpxe"} {
+	for _, u := range []string{script, script + "?mac=" + mac.String(), "http://10.77.0.1:6385/boot/ipxe/undionly.kpxe"} {
 		resp, err := hc.Get(u)
 		if err != nil {
 			t.Fatal(err)
@@ -211,8 +211,14 @@ func TestServeNetboot(t *testing.T) {
 		if strings.HasSuffix(u, ".kpxe") && !bytes.Equal(body, binary) {
 			t.Fatalf("GET %s: wrong content", u)
 		}
-		if strings.HasSuffix(u, ".ipxe") && !strings.HasPrefix(string(body), "#!ipxe") {
+		if strings.Contains(u, ".ipxe") && !strings.HasPrefix(string(body), "#!ipxe") {
 			t.Fatalf("GET %s: not an iPXE script: %s", u, body)
+		}
+		// --listen 0.0.0.0 without --api-url: the agent's URLs must name
+		// the interface's address, which the machine reaches.
+		if strings.Contains(u, "?mac=") && (!strings.Contains(string(body), "http://10.77.0.1:6385/boot/files/kiln-agent.kernel") ||
+			strings.Contains(string(body), "[::]")) {
+			t.Fatalf("GET %s: the agent is not loaded from the interface's address:\n%s", u, body)
 		}
 	}
 
