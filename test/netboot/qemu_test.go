@@ -80,7 +80,10 @@ type logLine struct {
 }
 
 // find returns the first line of logs containing all of want.
-func find(logs string, want ...string) (logLine, bool) {
+func find(logs string, want ...string) (logLine, bool) { return findFrom(logs, time.Time{}, want...) }
+
+// findFrom is find among the lines logged at or after from.
+func findFrom(logs string, from time.Time, want ...string) (logLine, bool) {
 	sc := bufio.NewScanner(strings.NewReader(logs))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -96,25 +99,31 @@ func find(logs string, want ...string) (logLine, bool) {
 		if f := strings.Fields(l); len(f) > 0 && strings.HasPrefix(f[0], "time=") {
 			at, _ = time.Parse(time.RFC3339Nano, strings.TrimPrefix(f[0], "time="))
 		}
+		if at.Before(from) {
+			continue
+		}
 		return logLine{at: at, text: l}, true
 	}
 	return logLine{}, false
 }
 
-// waitFor waits until every step has a log line and returns them; the
-// deadline only stops a hang (TCG under load is slow).
+// waitFor waits until every step has a log line, each logged no earlier
+// than the previous step's, and returns them; the deadline only stops a
+// hang (TCG under load is slow).
 func waitFor(t *testing.T, kiln *logBuf, serial string, steps [][]string) []logLine {
 	t.Helper()
-	deadline := time.Now().Add(8 * time.Minute)
+	deadline := time.Now().Add(5 * time.Minute)
 	for {
 		var got []logLine
 		logs := kiln.String()
+		var from time.Time
 		for _, s := range steps {
-			l, ok := find(logs, s...)
+			l, ok := findFrom(logs, from, s...)
 			if !ok {
 				break
 			}
 			got = append(got, l)
+			from = l.at
 		}
 		if len(got) == len(steps) {
 			return got
@@ -177,17 +186,21 @@ func newLab(t *testing.T) string {
 	return ns
 }
 
-func startKiln(t *testing.T, ns string, dhcpArgs ...string) *logBuf {
+func startKiln(t *testing.T, ns string, args ...string) *logBuf {
 	t.Helper()
 	kiln := &logBuf{}
-	start(t, ns, kiln, append([]string{kilnBin, "serve", "--listen", "0.0.0.0:6385", "--db", filepath.Join(t.TempDir(), "kiln.db"),
-		"--power-sync-interval", "0", "--boot-dir", t.TempDir(), "--dhcp-interface", "br0"}, dhcpArgs...)...)
+	base := []string{kilnBin, "serve", "--listen", "0.0.0.0:6385", "--db", filepath.Join(t.TempDir(), "kiln.db"),
+		"--power-sync-interval", "0", "--dhcp-interface", "br0"}
+	if !strings.Contains(strings.Join(args, " "), "--boot-dir") {
+		base = append(base, "--boot-dir", t.TempDir())
+	}
+	start(t, ns, kiln, append(base, args...)...)
 	waitFor(t, kiln, "", [][]string{{"DHCP server answering"}, {"TFTP server answering"}})
 	return kiln
 }
 
 func qemuArgs(dir, tap string) []string {
-	return []string{"qemu-system-x86_64", "-machine", "q35", "-accel", "tcg", "-m", "256",
+	return []string{"qemu-system-x86_64", "-machine", "q35", "-accel", "tcg", "-cpu", "max", "-m", "1024",
 		"-nographic", "-monitor", "none", "-no-reboot", "-serial", "file:" + filepath.Join(dir, "serial.log"),
 		"-netdev", "tap,id=n0,ifname=" + tap + ",script=no,downscript=no", "-boot", "strict=on"}
 }
@@ -310,4 +323,61 @@ func TestProxyBesideDnsmasq(t *testing.T) {
 	t.Logf("TIMING proxy BIOS (iPXE ROM): proxy offer → script %.2fs", bios[1].at.Sub(bios[0].at).Seconds())
 	t.Logf("TIMING proxy UEFI (OVMF PXE): proxy offer → snponly.efi sent %.2fs → script %.2fs",
 		uefi[1].at.Sub(uefi[0].at).Seconds(), uefi[3].at.Sub(uefi[0].at).Seconds())
+}
+
+// bootDir is where make initramfs put the agent: $KILN_BOOT_DIR or the
+// repository's out/.
+func bootDir(t *testing.T) string {
+	dir := os.Getenv("KILN_BOOT_DIR")
+	if dir == "" {
+		dir = "../../out"
+	}
+	for _, f := range []string{"kiln-agent.kernel", "kiln-agent.initramfs"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Skipf("no agent in %s (make initramfs builds it): %v", dir, err)
+		}
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return abs
+}
+
+// TestUnknownMachineBootsTheAgent: with --boot-unknown discovery, a
+// machine no node has PXE-boots through Kiln's DHCP into the agent, whose
+// first call reaches the controller. The times from the firmware's DHCP
+// offer to that call are the network-boot part of a provisioning.
+func TestUnknownMachineBootsTheAgent(t *testing.T) {
+	require(t, ovmfCode, ovmfVars, "/usr/lib/ipxe/snponly.efi")
+	agent := bootDir(t)
+	ns := newLab(t)
+	kiln := startKiln(t, ns, "--dhcp", "full", "--dhcp-range", "10.77.0.100-10.77.0.150",
+		"--boot-unknown", "discovery", "--boot-dir", agent, "--log-level", "debug")
+	netnstest.Run(t, "ip", "-n", ns, "tuntap", "add", "tap1", "mode", "tap")
+	netnstest.Run(t, "ip", "-n", ns, "link", "set", "tap1", "master", "br0")
+	netnstest.Run(t, "ip", "-n", ns, "link", "set", "tap1", "up")
+	for _, m := range []struct {
+		name, mac, firstDHCP string
+	}{
+		{"BIOS", "52:54:00:77:02:01", "firmware=ipxe"},
+		{"UEFI", "52:54:00:77:02:02", "firmware=uefi-x64"},
+	} {
+		t.Run(m.name, func(t *testing.T) {
+			var dir string
+			if m.name == "BIOS" {
+				dir = startBIOS(t, ns, m.mac)
+			} else {
+				dir = startUEFIOn(t, ns, m.mac, "tap1")
+			}
+			got := waitFor(t, kiln, filepath.Join(dir, "serial.log"), [][]string{
+				{"DHCP boot answer", "mac=" + m.mac, "type=DISCOVER", m.firstDHCP},
+				{"iPXE script", "mac=" + m.mac, "action=discovery"},
+				{"DHCP answer", "mac=" + m.mac, "reply=ACK"}, // the agent's own lease
+				{"path=/v1/"}, // its first call (a lookup: no node has the MAC)
+			})
+			t.Logf("TIMING %s discovery: DHCP offer → agent script %.2fs → agent's DHCP %.2fs → agent's first API call %.2fs",
+				m.name, got[1].at.Sub(got[0].at).Seconds(), got[2].at.Sub(got[0].at).Seconds(), got[3].at.Sub(got[0].at).Seconds())
+		})
+	}
 }
