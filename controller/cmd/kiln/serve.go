@@ -30,6 +30,8 @@ import (
 	"github.com/kilnhq/kiln/controller/events"
 	"github.com/kilnhq/kiln/controller/metrics"
 	"github.com/kilnhq/kiln/controller/netboot"
+	"github.com/kilnhq/kiln/controller/ratelimit"
+	"github.com/kilnhq/kiln/controller/secrets"
 	"github.com/kilnhq/kiln/controller/store"
 )
 
@@ -47,10 +49,13 @@ type serveOptions struct {
 	callbackTimeout       time.Duration
 	agentHeartbeatTimeout time.Duration
 	powerSyncInterval     time.Duration
+	agentLimit            ratelimit.Config
+	powerSyncWorkers      int
 	heartbeatInterval     time.Duration
 	deadAfter             time.Duration
 
 	bootDir     string
+	bootDirSet  bool // --boot-dir given: its absence is worth a warning
 	bootUnknown string
 	bootConsole string
 
@@ -67,6 +72,7 @@ func newServeCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
+			o.bootDirSet = cmd.Flags().Changed("boot-dir")
 			o.flags = cmd.Flags()
 			return serve(ctx, o)
 		},
@@ -90,6 +96,9 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&o.bootUnknown, "boot-unknown", "local", "what a MAC no node has boots from /boot/boot.ipxe: local (its disk) or discovery (the agent)")
 	f.StringVar(&o.bootConsole, "boot-console", "ttyS0,115200n8", "console= argument of the agent kernel")
 	f.DurationVar(&o.powerSyncInterval, "power-sync-interval", time.Minute, "how often power states are read back from BMCs (0 disables)")
+	f.Float64Var(&o.agentLimit.Rate, "agent-lookup-rate", api.DefaultAgentLimit.Rate, "requests per second each source address may make to /v1/lookup and /v1/continue_inspection (0 disables the limit; loopback is never limited)")
+	f.IntVar(&o.agentLimit.Burst, "agent-lookup-burst", api.DefaultAgentLimit.Burst, "burst of /v1/lookup and /v1/continue_inspection requests allowed per source address")
+	f.IntVar(&o.powerSyncWorkers, "power-sync-workers", 8, "BMCs read at once by a power-sync round; a round starts calls for 3/4 of the interval, and nodes not reached go first next round")
 	addNetbootFlags(f, &o.netboot)
 	return cmd
 }
@@ -100,10 +109,11 @@ func newLogger(level string, asJSON bool) (*slog.Logger, error) {
 		return nil, fmt.Errorf("invalid --log-level %q: %w", level, err)
 	}
 	opts := &slog.HandlerOptions{Level: l}
+	// Every line is scrubbed of agent tokens and URL credentials.
 	if asJSON {
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+		return slog.New(secrets.NewLogHandler(slog.NewJSONHandler(os.Stderr, opts))), nil
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	return slog.New(secrets.NewLogHandler(slog.NewTextHandler(os.Stderr, opts))), nil
 }
 
 // serve runs the controller until ctx ends, then shuts down gracefully:
@@ -147,7 +157,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	cond := conductor.New(conductor.Config{
 		Store: wst, Agent: agentclient.New(agentclient.Options{Logger: log}), Name: o.conductor, Group: o.group,
 		APIURL: o.apiURL, Log: log, Workers: o.workers, CallbackTimeout: o.callbackTimeout,
-		AgentHeartbeatTimeout: o.agentHeartbeatTimeout, PowerSyncInterval: o.powerSyncInterval,
+		AgentHeartbeatTimeout: o.agentHeartbeatTimeout, PowerSyncInterval: o.powerSyncInterval, PowerSyncWorkers: o.powerSyncWorkers,
 		HeartbeatInterval: o.heartbeatInterval,
 	})
 	condCtx, stopConductor := context.WithCancel(driver.WithBMCObserver(context.Background(), met))
@@ -160,7 +170,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		}
 	}()
 	apiServer := api.New(api.Config{Store: wst, Conductor: o.conductor, Logger: log, Notify: cond.Notify,
-		AgentHeartbeatTimeout: o.agentHeartbeatTimeout, Events: bus})
+		AgentHeartbeatTimeout: o.agentHeartbeatTimeout, Events: bus, AgentLimit: ratelimit.New(o.agentLimit)})
 	apiServer.Echo().Use(met.Middleware())
 	if err := mountBoot(apiServer, wst, o, log); err != nil {
 		return err
@@ -227,7 +237,13 @@ func mountBoot(a *api.Server, st store.Store, o serveOptions, log *slog.Logger) 
 	e.HEAD("/boot/boot.ipxe", echo.WrapHandler(scripts))
 	var fs http.Handler
 	if _, err := os.Stat(o.bootDir); err != nil {
-		log.Warn("boot files directory missing: /boot/files/ answers 404 until kiln serve restarts with it (make initramfs builds ./out)", "dir", o.bootDir)
+		// The default ./out is absent on every quick-start run, which needs no
+		// boot files: say so only at debug level then.
+		lvl := slog.LevelWarn
+		if !o.bootDirSet {
+			lvl = slog.LevelDebug
+		}
+		log.Log(context.Background(), lvl, "boot files directory missing: /boot/files/ answers 404 until kiln serve restarts with it (make initramfs builds ./out)", "dir", o.bootDir)
 		fs = http.NotFoundHandler()
 	} else if fs, err = boot.NewFileServer(o.bootDir); err != nil {
 		return fmt.Errorf("serve boot files from %s: %w", o.bootDir, err)
