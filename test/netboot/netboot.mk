@@ -7,7 +7,7 @@
 
 .PHONY: e2e-netboot
 
-e2e-netboot: ## QEMU BIOS and UEFI machines DHCP/TFTP-boot from kiln serve --dhcp (test/netboot, ~5 min)
+e2e-netboot: initramfs ## QEMU BIOS and UEFI machines DHCP/TFTP-boot from kiln serve --dhcp (test/netboot, ~5 min)
 	$(GO) test -tags e2e -count=1 -v -timeout 15m ./test/netboot/
 
 e2e: e2e-netboot
