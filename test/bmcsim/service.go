@@ -53,6 +53,7 @@ type system struct {
 	requests atomic.Uint64 // requests under Systems/<id> and Chassis/<id>
 	mu       sync.Mutex
 	asset    string
+	hw       *hwState
 }
 
 type session struct {
@@ -70,8 +71,9 @@ type Service struct {
 	log        *slog.Logger
 	uuid       string
 
-	faults   atomic.Pointer[Faults]
-	requests atomic.Uint64
+	faults        atomic.Pointer[Faults]
+	requests      atomic.Uint64
+	managerResets atomic.Uint64
 
 	mu       sync.Mutex
 	sessions map[string]*session // by token
@@ -118,7 +120,7 @@ func NewService(cfg Config) (*Service, error) {
 		if sc.Backend == nil {
 			return nil, fmt.Errorf("bmcsim: system %q has no backend", id)
 		}
-		sys := &system{id: id, backend: sc.Backend}
+		sys := &system{id: id, backend: sc.Backend, hw: newHWState(sc.Backend.Inventory(), p)}
 		s.systems = append(s.systems, sys)
 		s.byID[id] = sys
 	}
@@ -635,9 +637,11 @@ func (s *Service) routeManagers(w http.ResponseWriter, r *http.Request, seg []st
 				chassis = append(chassis, link(root+"/Chassis/"+sys.id))
 			}
 			m["Links"] = map[string]any{"ManagerForServers": servers, "ManagerForChassis": chassis}
-			if s.p.VirtualMediaOnManager {
-				m["VirtualMedia"] = link(mpath + "/VirtualMedia")
-			}
+			m["VirtualMedia"] = link(mpath + "/VirtualMedia")
+			m["Actions"] = map[string]any{"#Manager.Reset": map[string]any{
+				"target":                            mpath + "/Actions/Manager.Reset",
+				"ResetType@Redfish.AllowableValues": managerResetTypes,
+			}}
 			if o := s.oem("Manager"); o != nil {
 				m["Oem"] = o
 			}
@@ -645,8 +649,11 @@ func (s *Service) routeManagers(w http.ResponseWriter, r *http.Request, seg []st
 			return nil
 		})
 	}
-	if seg[1] == "VirtualMedia" && s.p.VirtualMediaOnManager {
-		return s.routeVirtualMedia(w, r, s.systems[0], mpath+"/VirtualMedia", seg[2:])
+	switch {
+	case seg[1] == "VirtualMedia":
+		return s.routeVirtualMedia(w, r, s.managerMedia(), mpath+"/VirtualMedia", seg[2:])
+	case len(seg) == 3 && seg[1] == "Actions" && seg[2] == "Manager.Reset":
+		return only(r, "POST", func() *apiError { return s.managerReset(w, r) })
 	}
 	return errNotFound(r.URL.Path)
 }
