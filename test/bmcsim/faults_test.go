@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -36,7 +37,7 @@ func TestFaultsValidate(t *testing.T) {
 	}
 	b, _ := json.Marshal(f)
 	var g Faults
-	if err := json.Unmarshal(b, &g); err != nil || g != f {
+	if err := json.Unmarshal(b, &g); err != nil || !reflect.DeepEqual(g, f) {
 		t.Errorf("round trip %s → %+v %v", b, g, err)
 	}
 	if err := json.Unmarshal([]byte(`{"latency":"soon"}`), &f); err == nil {
@@ -182,7 +183,7 @@ func TestAdminAPI(t *testing.T) {
 	if f := lab.BMCs[1].Faults(); f.ErrorRate != 1 || f.ErrorStatus != 502 {
 		t.Errorf("faults not set: %+v", f)
 	}
-	if f := lab.BMCs[0].Faults(); f != (Faults{}) {
+	if f := lab.BMCs[0].Faults(); !reflect.DeepEqual(f, Faults{}) {
 		t.Errorf("other BMC changed: %+v", f)
 	}
 	if st, _, _ := do(t, nil, "GET", lab.BMCs[1].URL+"/redfish/v1", "", "", nil); st != 502 {

@@ -72,10 +72,23 @@ type hwState struct {
 	sbEnable  bool   // SecureBootEnable: wanted for the next boot
 	sbCurrent bool   // SecureBootCurrentBoot: what the last boot used
 	sbMode    string // SecureBootMode
+
+	bios         map[string]any // current BIOS attributes
+	biosPending  map[string]any // settings object: applied at the next boot
+	biosApplied  time.Time      // when pending settings were last applied
+	biosMessages []Message      // result of that application
+	biosVersion  string         // BIOS firmware version
+	biosStaged   string         // version installed by an update, active after the next boot
+
+	drives     []drive
+	volumes    []*volume
+	nextVolume int
 }
 
 func newHWState(inv Inventory, p *Personality) *hwState {
-	return &hwState{led: LEDOff, sbMode: SecureBootUserMode}
+	return &hwState{led: LEDOff, sbMode: SecureBootUserMode,
+		bios: biosDefaults(inv), biosPending: map[string]any{}, biosMessages: []Message{},
+		biosVersion: inv.BIOSVersion, drives: storageDrives(inv)}
 }
 
 // syncBoots applies what waits for a reboot if the backend booted since the
@@ -94,6 +107,10 @@ func (s *Service) syncBoots(sys *system) {
 	}
 	h.seenBoots = n
 	h.sbCurrent = h.sbEnable && h.sbMode != SecureBootSetupMode
+	h.applyBiosLocked(s.clock.Now(), s.faults.Load().UnstickySettings)
+	if h.biosStaged != "" {
+		h.biosVersion, h.biosStaged = h.biosStaged, ""
+	}
 }
 
 // syncAllBoots runs syncBoots for every system: for service-level resources

@@ -71,6 +71,9 @@ type LabConfig struct {
 	// random free port.
 	BasePort int
 	Logger   *slog.Logger
+	// Clock and TaskDuration are passed to every Service (see Config).
+	Clock        Clock
+	TaskDuration time.Duration
 }
 
 // Lab is a rack of simulated BMCs, one listener each.
@@ -110,7 +113,7 @@ func StartLab(cfg LabConfig) (*Lab, error) {
 			be = NewMemory(i, Inventory{Manufacturer: p.Manufacturer, Model: p.Model})
 		}
 		svc, err := NewService(Config{Personality: p.Name, Username: cfg.Username, Password: cfg.Password,
-			Systems: []SystemConfig{{Backend: be}}, Logger: cfg.Logger})
+			Systems: []SystemConfig{{Backend: be}}, Logger: cfg.Logger, Clock: cfg.Clock, TaskDuration: cfg.TaskDuration})
 		if err != nil {
 			_ = l.Close()
 			return nil, err

@@ -25,6 +25,21 @@ type Personality struct {
 	VirtualMediaID        string
 	ResetTypes            []ResetType
 	BootTargets           []string
+	// StorageID is the Systems/<id>/Storage/<StorageID> segment ("" = "1").
+	StorageID string
+	// BiosApplyTimes are the @Redfish.SettingsApplyTime values accepted for
+	// BIOS settings (empty = OnReset only).
+	BiosApplyTimes []string
+	// TaskIDPrefix makes task IDs vendor-like ("JID_" + 12 digits on iDRAC).
+	TaskIDPrefix string
+
+	// biosSettingsFull makes the BIOS settings object list every attribute
+	// (current merged with pending) instead of only the pending ones.
+	biosSettingsFull bool
+	// biosSettingsNeedIfMatch refuses a BIOS settings PATCH without If-Match.
+	biosSettingsNeedIfMatch bool
+	// biosPatched answers an accepted BIOS settings PATCH (nil = ok).
+	biosPatched func(s *Service, w http.ResponseWriter, r *http.Request, sys *system, applyTime string) *apiError
 
 	// checkBoot rejects a boot PATCH before it is applied (nil = accept).
 	checkBoot []func(cur BootOverride, p bootPatch) *apiError

@@ -170,6 +170,11 @@ func (s *Service) managerReset(w http.ResponseWriter, r *http.Request) *apiError
 	}
 	s.managerResets.Add(1)
 	s.ExpireSessions()
+	s.fwMu.Lock()
+	if s.bmcStaged != "" {
+		s.bmcVersion, s.bmcStaged = s.bmcStaged, ""
+	}
+	s.fwMu.Unlock()
 	s.p.ok(w)
 	return nil
 }

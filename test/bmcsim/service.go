@@ -37,6 +37,12 @@ type Config struct {
 	Systems []SystemConfig
 	// Logger receives one debug line per request (nil = discard).
 	Logger *slog.Logger
+	// Clock moves tasks on (nil = the real clock); a ManualClock makes
+	// tests deterministic.
+	Clock Clock
+	// TaskDuration is how long a task (volume create/delete, firmware update)
+	// runs on Clock; zero means DefaultTaskDuration.
+	TaskDuration time.Duration
 }
 
 // SystemConfig is one system of a Service.
@@ -75,6 +81,17 @@ type Service struct {
 	requests      atomic.Uint64
 	managerResets atomic.Uint64
 
+	clock    Clock
+	taskDur  time.Duration
+	taskMu   sync.Mutex
+	tasks    []*task
+	taskByID map[string]*task
+	nextTask int
+
+	fwMu       sync.Mutex
+	bmcVersion string
+	bmcStaged  string // active after the next manager reset
+
 	mu       sync.Mutex
 	sessions map[string]*session // by token
 	nextSID  int
@@ -93,7 +110,14 @@ func NewService(cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("bmcsim: personality %s has one system per BMC, got %d", p.Name, len(cfg.Systems))
 	}
 	s := &Service{p: p, user: cfg.Username, pass: cfg.Password, byID: map[string]*system{},
-		log: cfg.Logger, sessions: map[string]*session{}}
+		log: cfg.Logger, sessions: map[string]*session{}, clock: cfg.Clock, taskDur: cfg.TaskDuration,
+		taskByID: map[string]*task{}, bmcVersion: "1.0.0"}
+	if s.clock == nil {
+		s.clock = realClock{}
+	}
+	if s.taskDur <= 0 {
+		s.taskDur = DefaultTaskDuration
+	}
 	if s.user == "" {
 		s.user = DefaultUsername
 	}
@@ -270,6 +294,12 @@ func (s *Service) route(w http.ResponseWriter, r *http.Request) *apiError {
 		return s.routeChassis(w, r, seg[1:])
 	case "SessionService":
 		return s.routeSessions(w, r, seg[1:])
+	case "TaskService":
+		return s.routeTasks(w, r, seg[1:])
+	case "UpdateService":
+		return s.routeUpdate(w, r, seg[1:])
+	case "Registries":
+		return s.routeRegistries(w, r, seg[1:])
 	}
 	return errNotFound(r.URL.Path)
 }
@@ -391,6 +421,9 @@ func (s *Service) serviceRoot(w http.ResponseWriter) {
 	m["Managers"] = link(root + "/Managers")
 	m["Chassis"] = link(root + "/Chassis")
 	m["SessionService"] = link(root + "/SessionService")
+	m["TaskService"] = link(root + "/TaskService")
+	m["UpdateService"] = link(updatePath)
+	m["Registries"] = link(root + "/Registries")
 	m["Links"] = map[string]any{"Sessions": link(root + "/SessionService/Sessions")}
 	m["ProtocolFeaturesSupported"] = map[string]any{
 		"ExpandQuery": map[string]any{"ExpandAll": false, "Levels": false, "Links": false, "NoLinks": false},
@@ -627,7 +660,9 @@ func (s *Service) routeManagers(w http.ResponseWriter, r *http.Request, seg []st
 			m["ManagerType"] = "BMC"
 			m["Manufacturer"] = s.p.Vendor
 			m["Model"] = s.p.Product
-			m["FirmwareVersion"] = "1.0.0"
+			s.fwMu.Lock()
+			m["FirmwareVersion"] = s.bmcVersion
+			s.fwMu.Unlock()
 			m["UUID"] = s.uuid
 			m["PowerState"] = "On"
 			m["Status"] = status()

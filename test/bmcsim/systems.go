@@ -55,6 +55,10 @@ func (s *Service) routeSystems(w http.ResponseWriter, r *http.Request, seg []str
 		return s.memory(w, r, sys, spath, rest[1:])
 	case rest[0] == "SecureBoot":
 		return s.secureBoot(w, r, sys, spath, rest[1:])
+	case rest[0] == "Bios":
+		return s.routeBios(w, r, sys, spath, rest[1:])
+	case rest[0] == "Storage":
+		return s.routeStorage(w, r, sys, spath, rest[1:])
 	}
 	return errNotFound(r.URL.Path)
 }
@@ -79,11 +83,11 @@ func (s *Service) systemResource(r *http.Request, sys *system) (map[string]any, 
 	m["Model"] = inv.Model
 	m["SerialNumber"] = inv.SerialNumber
 	m["UUID"] = inv.UUID
-	m["BiosVersion"] = inv.BIOSVersion
 	sys.mu.Lock()
 	m["AssetTag"] = sys.asset
 	sys.mu.Unlock()
 	sys.hw.mu.Lock()
+	m["BiosVersion"] = sys.hw.biosVersion
 	m["IndicatorLED"] = sys.hw.led
 	m["LocationIndicatorActive"] = sys.hw.led != LEDOff
 	sys.hw.mu.Unlock()
@@ -105,6 +109,8 @@ func (s *Service) systemResource(r *http.Request, sys *system) (map[string]any, 
 	m["SimpleStorage"] = link(spath + "/SimpleStorage")
 	m["Memory"] = link(spath + "/Memory")
 	m["SecureBoot"] = link(spath + "/SecureBoot")
+	m["Bios"] = link(spath + "/Bios")
+	m["Storage"] = link(spath + "/Storage")
 	if !s.p.VirtualMediaOnManager {
 		m["VirtualMedia"] = link(spath + "/VirtualMedia")
 	}
