@@ -689,6 +689,8 @@ func (s *Service) routeManagers(w http.ResponseWriter, r *http.Request, seg []st
 		return s.routeVirtualMedia(w, r, s.managerMedia(), mpath+"/VirtualMedia", seg[2:])
 	case len(seg) == 3 && seg[1] == "Actions" && seg[2] == "Manager.Reset":
 		return only(r, "POST", func() *apiError { return s.managerReset(w, r) })
+	case seg[1] == "Jobs" && s.p.TaskIDPrefix == "JID_":
+		return s.routeJobs(w, r, seg[2:])
 	}
 	return errNotFound(r.URL.Path)
 }
