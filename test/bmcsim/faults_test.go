@@ -29,10 +29,11 @@ func TestFaultsValidate(t *testing.T) {
 		}
 	}
 	var f Faults
-	if err := json.Unmarshal([]byte(`{"latency":"150ms","error_rate":0.25,"error_status":503,"session_ttl":"1m"}`), &f); err != nil {
+	if err := json.Unmarshal([]byte(`{"latency":"150ms","error_rate":0.25,"error_status":503,"session_ttl":"1m","task_hang":true,"unsticky_settings":["BootMode"]}`), &f); err != nil {
 		t.Fatal(err)
 	}
-	if f.Latency != 150*time.Millisecond || f.ErrorRate != 0.25 || f.ErrorStatus != 503 || f.SessionTTL != time.Minute {
+	if f.Latency != 150*time.Millisecond || f.ErrorRate != 0.25 || f.ErrorStatus != 503 || f.SessionTTL != time.Minute ||
+		!f.TaskHang || len(f.UnstickySettings) != 1 || f.UnstickySettings[0] != "BootMode" {
 		t.Errorf("decoded %+v", f)
 	}
 	b, _ := json.Marshal(f)
