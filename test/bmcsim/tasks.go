@@ -151,6 +151,7 @@ func (s *Service) writeAccepted(w http.ResponseWriter, t *task) {
 // routeTasks serves TaskService, its Tasks and the task monitors. A monitor
 // answers 202 with the task while it runs, 200 once it completed, and 500 with
 // the failure once it ended in Exception (Redfish's async operation protocol).
+// A task answers 202 while it runs and 200 after.
 func (s *Service) routeTasks(w http.ResponseWriter, r *http.Request, seg []string) *apiError {
 	s.syncAllBoots()
 	s.advanceTasks()
@@ -186,7 +187,16 @@ func (s *Service) routeTasks(w http.ResponseWriter, r *http.Request, seg []strin
 		}
 		return only(r, "GET", func() *apiError {
 			body := taskResource(t)
+			running := t.state != TaskCompleted && t.state != TaskException
 			if seg[0] == "Tasks" {
+				// Like iDRAC, the task itself answers 202 while it runs:
+				// sushy polls the task's @odata.id from a 202 body as the
+				// monitor.
+				if running {
+					w.Header().Set("Retry-After", "1")
+					writeJSON(w, http.StatusAccepted, body)
+					return nil
+				}
 				writeResource(w, r, body)
 				return nil
 			}
