@@ -85,10 +85,12 @@ type hwState struct {
 	nextVolume int
 }
 
-func newHWState(inv Inventory, p *Personality) *hwState {
+func newHWState(be Backend, p *Personality) *hwState {
+	inv := be.Inventory()
+	_, vm := be.(*QEMU) // a VM's drives are its real disks, no spare bays
 	return &hwState{led: LEDOff, sbMode: SecureBootUserMode,
 		bios: biosDefaults(inv), biosPending: map[string]any{}, biosMessages: []Message{},
-		biosVersion: inv.BIOSVersion, drives: storageDrives(inv)}
+		biosVersion: inv.BIOSVersion, drives: storageDrives(inv, !vm)}
 }
 
 // syncBoots applies what waits for a reboot if the backend booted since the

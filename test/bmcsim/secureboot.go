@@ -66,6 +66,9 @@ func (s *Service) secureBoot(w http.ResponseWriter, r *http.Request, sys *system
 				sys.hw.mu.Lock()
 				sys.hw.sbEnable = *enable
 				sys.hw.mu.Unlock()
+				if fw, ok := sys.backend.(secureBootFirmware); ok {
+					fw.SetSecureBoot(*enable)
+				}
 			}
 			s.p.ok(w)
 			return nil
@@ -100,6 +103,12 @@ func (s *Service) secureBoot(w http.ResponseWriter, r *http.Request, sys *system
 		})
 	}
 	return errNotFound(r.URL.Path)
+}
+
+// secureBootFirmware is implemented by backends whose firmware can enforce
+// secure boot (QEMU with OVMF); SecureBootEnable is passed on to them.
+type secureBootFirmware interface {
+	SetSecureBoot(enable bool)
 }
 
 func enabledDisabled(b bool) string {

@@ -67,14 +67,15 @@ type volume struct {
 	capacity int64
 }
 
-// storageDrives are the RAID controller's disks: the inventory's, and at
-// least two (extra bays hold copies of the first disk) so RAID-1 is possible.
-func storageDrives(inv Inventory) []drive {
+// storageDrives are the RAID controller's disks: the inventory's and, when
+// pad is set (simulated machines), at least two (extra bays hold copies of
+// the first disk) so RAID-1 is possible.
+func storageDrives(inv Inventory, pad bool) []drive {
 	var d []drive
 	for i, disk := range inv.Disks {
 		d = append(d, drive{id: "Disk.Bay." + strconv.Itoa(i), size: disk.SizeBytes})
 	}
-	for len(d) < 2 {
+	for pad && len(d) > 0 && len(d) < 2 {
 		d = append(d, drive{id: "Disk.Bay." + strconv.Itoa(len(d)), size: d[0].size})
 	}
 	return d
