@@ -82,6 +82,7 @@ type hwState struct {
 
 	drives     []drive
 	volumes    []*volume
+	creating   []*volume // volumes whose create task runs: their drives are taken
 	nextVolume int
 }
 

@@ -3,6 +3,7 @@ package bmcsim
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -337,7 +338,7 @@ func (s *Service) createVolume(w http.ResponseWriter, r *http.Request, sys *syst
 		if d == nil || contains(v.drives[:i], id) {
 			return errValueNotInList("Links/Drives", stpath+"/Drives/"+id)
 		}
-		for _, x := range h.volumes {
+		for _, x := range append(h.volumes[:len(h.volumes):len(h.volumes)], h.creating...) {
 			if contains(x.drives, id) {
 				e := errResourceInUse()
 				e.Text = "Drive " + id + " already belongs to volume " + x.id + "."
@@ -362,11 +363,22 @@ func (s *Service) createVolume(w http.ResponseWriter, r *http.Request, sys *syst
 	if v.name == "" {
 		v.name = v.id
 	}
+	// The drives are taken from now on; the volume becomes visible when the
+	// task completes, and the drives are free again if it fails.
+	h.creating = append(h.creating, v)
 	t := s.newTask("Create volume "+v.id, "RAIDConfiguration", func() {
 		h.mu.Lock()
 		defer h.mu.Unlock()
+		h.creating = slices.DeleteFunc(h.creating, func(x *volume) bool { return x == v })
 		h.volumes = append(h.volumes, v)
 	})
+	s.taskMu.Lock()
+	t.failed = func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.creating = slices.DeleteFunc(h.creating, func(x *volume) bool { return x == v })
+	}
+	s.taskMu.Unlock()
 	s.writeAccepted(w, t)
 	return nil
 }

@@ -34,6 +34,7 @@ type task struct {
 	sys          *system
 	bootsAtStart int
 	done         func() // runs once when the task completes (not on failure)
+	failed       func() // runs once when the task ends in Exception
 
 	state   string
 	percent int
@@ -94,6 +95,9 @@ func (s *Service) advanceTasks() {
 			t.state, t.percent, t.end = TaskException, 50, now
 			t.message = msg("TaskEvent.1.0.TaskAborted", "The task with Id '"+t.id+"' has been aborted.", "Critical",
 				"None.", nil, t.id)
+			if t.failed != nil {
+				finished = append(finished, t.failed)
+			}
 		case elapsed >= t.dur:
 			t.state, t.percent, t.end = TaskCompleted, 100, now
 			t.message = msg("TaskEvent.1.0.TaskCompletedOK", "The task with Id '"+t.id+"' has completed.", "OK", "None.", nil, t.id)
