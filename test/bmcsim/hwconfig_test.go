@@ -17,7 +17,7 @@ const testTaskDuration = 10 * time.Second
 func startClockLab(t *testing.T, personality string) (*BMC, *ManualClock) {
 	t.Helper()
 	clock := NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	l, err := StartLab(LabConfig{N: 1, Personality: personality, Clock: clock, TaskDuration: testTaskDuration})
+	l, err := StartLab(LabConfig{N: 1, Personality: personality, Clock: clock, TaskDuration: testTaskDuration, Disks: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

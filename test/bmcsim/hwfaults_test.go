@@ -15,7 +15,7 @@ func TestHardwareFaultsThroughAdminAPI(t *testing.T) {
 	for _, name := range PersonalityNames() {
 		t.Run(name, func(t *testing.T) {
 			clock := NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-			lab, err := StartLab(LabConfig{N: 1, Personality: name, Clock: clock, TaskDuration: testTaskDuration})
+			lab, err := StartLab(LabConfig{N: 1, Personality: name, Clock: clock, TaskDuration: testTaskDuration, Disks: 2})
 			if err != nil {
 				t.Fatal(err)
 			}

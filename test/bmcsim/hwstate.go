@@ -86,12 +86,11 @@ type hwState struct {
 	nextVolume int
 }
 
-func newHWState(be Backend, p *Personality) *hwState {
+func newHWState(be Backend) *hwState {
 	inv := be.Inventory()
-	_, vm := be.(*QEMU) // a VM's drives are its real disks, no spare bays
 	return &hwState{led: LEDOff, sbMode: SecureBootUserMode,
 		bios: biosDefaults(inv), biosPending: map[string]any{}, biosMessages: []Message{},
-		biosVersion: inv.BIOSVersion, drives: storageDrives(inv, !vm)}
+		biosVersion: inv.BIOSVersion, drives: storageDrives(inv)}
 }
 
 // syncBoots applies what waits for a reboot if the backend booted since the

@@ -357,7 +357,7 @@ func TestQEMUGuestRebootUsesNewOrder(t *testing.T) {
 // next power-on of a UEFI VM to OVMF's secure-boot build (SMM on, secure
 // pflash) with its own copy of the enrolled-keys variables; disabling it
 // goes back to the plain firmware and variables. The VM's Storage drives
-// are its real disks, with no simulated spare bays.
+// are its disks.
 func TestQEMUSecureBootFirmware(t *testing.T) {
 	q := &QEMU{cfg: QEMUConfig{Dir: "/vm/x", Accel: "tcg", CPUs: 2, MemoryMiB: 1024, MAC: "52:54:00:00:00:01",
 		Disk: "/vm/x/disk.raw", DiskFormat: "raw", UEFI: true, OVMFCode: "/code.fd", OVMFVars: "/vars.fd",

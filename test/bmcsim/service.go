@@ -144,7 +144,7 @@ func NewService(cfg Config) (*Service, error) {
 		if sc.Backend == nil {
 			return nil, fmt.Errorf("bmcsim: system %q has no backend", id)
 		}
-		sys := &system{id: id, backend: sc.Backend, hw: newHWState(sc.Backend, p)}
+		sys := &system{id: id, backend: sc.Backend, hw: newHWState(sc.Backend)}
 		s.systems = append(s.systems, sys)
 		s.byID[id] = sys
 	}

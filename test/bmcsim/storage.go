@@ -68,16 +68,13 @@ type volume struct {
 	capacity int64
 }
 
-// storageDrives are the RAID controller's disks: the inventory's and, when
-// pad is set (simulated machines), at least two (extra bays hold copies of
-// the first disk) so RAID-1 is possible.
-func storageDrives(inv Inventory, pad bool) []drive {
+// storageDrives are the RAID controller's disks: the inventory's, so that
+// Storage and SimpleStorage agree (LabConfig.Disks gives simulated machines
+// the two a RAID-1 needs).
+func storageDrives(inv Inventory) []drive {
 	var d []drive
 	for i, disk := range inv.Disks {
 		d = append(d, drive{id: "Disk.Bay." + strconv.Itoa(i), size: disk.SizeBytes})
-	}
-	for pad && len(d) > 0 && len(d) < 2 {
-		d = append(d, drive{id: "Disk.Bay." + strconv.Itoa(len(d)), size: d[0].size})
 	}
 	return d
 }

@@ -38,7 +38,7 @@ func TestSushy(t *testing.T) {
 	py := sushyPython(t)
 	for _, name := range PersonalityNames() {
 		t.Run(name, func(t *testing.T) {
-			lab, err := StartLab(LabConfig{N: 1, Personality: name, TaskDuration: time.Second})
+			lab, err := StartLab(LabConfig{N: 1, Personality: name, TaskDuration: time.Second, Disks: 2})
 			if err != nil {
 				t.Fatal(err)
 			}
