@@ -1,6 +1,7 @@
 package bmcsim
 
 import (
+	"encoding/json"
 	"net/http"
 	"slices"
 	"strings"
@@ -353,4 +354,49 @@ func TestGofishSimpleUpdate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestConcurrentVolumeCreates: many clients ask for a RAID-1 on the same two
+// drives at once; exactly one gets the drives (202), the others 409, and
+// after the task one volume exists.
+func TestConcurrentVolumeCreates(t *testing.T) {
+	bmc, clock := startClockLab(t, "generic")
+	u, p := bmc.Credentials()
+	stpath := bmc.SystemPath("1") + "/Storage/1"
+	body := map[string]any{"RAIDType": "RAID1", "Links": map[string]any{"Drives": []any{
+		link(stpath + "/Drives/Disk.Bay.0"), link(stpath + "/Drives/Disk.Bay.1")}}}
+	const n = 16
+	codes := make(chan int, n)
+	for range n {
+		go func() {
+			req, _ := http.NewRequest("POST", bmc.URL+stpath+"/Volumes", strings.NewReader(mustJSON(body)))
+			req.SetBasicAuth(u, p)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				codes <- 0
+				return
+			}
+			resp.Body.Close()
+			codes <- resp.StatusCode
+		}()
+	}
+	got := map[int]int{}
+	for range n {
+		got[<-codes]++
+	}
+	if got[http.StatusAccepted] != 1 || got[http.StatusConflict] != n-1 {
+		t.Fatalf("status counts %v, want one 202 and %d 409", got, n-1)
+	}
+	clock.Advance(testTaskDuration)
+	if _, _, m := do(t, nil, "GET", bmc.URL+stpath+"/Volumes", u, p, nil); m["Members@odata.count"] != 1.0 {
+		t.Errorf("volumes %v", m)
+	}
+}
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
 }
