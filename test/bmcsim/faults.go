@@ -34,18 +34,23 @@ type Faults struct {
 	// UnstickySettings names BIOS attributes whose pending values the
 	// firmware drops at the next boot instead of applying them.
 	UnstickySettings []string
+	// ManagerResetDowntime keeps the BMC unreachable (every connection
+	// closed without an answer) this long on the service's Clock after a
+	// #Manager.Reset, as while a real BMC reboots (0 = back at once).
+	ManagerResetDowntime time.Duration
 }
 
 type faultsJSON struct {
-	Latency          string   `json:"latency,omitempty"` // Go duration, "250ms"
-	ErrorRate        float64  `json:"error_rate,omitempty"`
-	ErrorStatus      int      `json:"error_status,omitempty"`
-	DropRate         float64  `json:"drop_rate,omitempty"`
-	SessionLimit     int      `json:"session_limit,omitempty"`
-	SessionTTL       string   `json:"session_ttl,omitempty"` // Go duration
-	TaskError        bool     `json:"task_error,omitempty"`
-	TaskHang         bool     `json:"task_hang,omitempty"`
-	UnstickySettings []string `json:"unsticky_settings,omitempty"`
+	Latency              string   `json:"latency,omitempty"` // Go duration, "250ms"
+	ErrorRate            float64  `json:"error_rate,omitempty"`
+	ErrorStatus          int      `json:"error_status,omitempty"`
+	DropRate             float64  `json:"drop_rate,omitempty"`
+	SessionLimit         int      `json:"session_limit,omitempty"`
+	SessionTTL           string   `json:"session_ttl,omitempty"` // Go duration
+	TaskError            bool     `json:"task_error,omitempty"`
+	TaskHang             bool     `json:"task_hang,omitempty"`
+	UnstickySettings     []string `json:"unsticky_settings,omitempty"`
+	ManagerResetDowntime string   `json:"manager_reset_downtime,omitempty"` // Go duration
 }
 
 // MarshalJSON writes the admin API form: latency as a Go duration string.
@@ -57,6 +62,9 @@ func (f Faults) MarshalJSON() ([]byte, error) {
 	}
 	if f.SessionTTL != 0 {
 		j.SessionTTL = f.SessionTTL.String()
+	}
+	if f.ManagerResetDowntime != 0 {
+		j.ManagerResetDowntime = f.ManagerResetDowntime.String()
 	}
 	return json.Marshal(j)
 }
@@ -83,6 +91,13 @@ func (f *Faults) UnmarshalJSON(b []byte) error {
 		}
 		n.SessionTTL = d
 	}
+	if j.ManagerResetDowntime != "" {
+		d, err := time.ParseDuration(j.ManagerResetDowntime)
+		if err != nil {
+			return fmt.Errorf("parse manager_reset_downtime: %w", err)
+		}
+		n.ManagerResetDowntime = d
+	}
 	if err := n.Validate(); err != nil {
 		return err
 	}
@@ -105,6 +120,8 @@ func (f Faults) Validate() error {
 		return fmt.Errorf("session TTL %v is negative", f.SessionTTL)
 	case f.SessionLimit < 0:
 		return fmt.Errorf("session limit %d is negative", f.SessionLimit)
+	case f.ManagerResetDowntime < 0:
+		return fmt.Errorf("manager reset downtime %v is negative", f.ManagerResetDowntime)
 	case f.TaskError && f.TaskHang:
 		return fmt.Errorf("task error and task hang are exclusive")
 	}

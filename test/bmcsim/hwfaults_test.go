@@ -8,9 +8,10 @@ import (
 )
 
 // TestHardwareFaultsThroughAdminAPI injects, for every personality and
-// through the admin API, a BMC error mid-task, a task that never completes
-// and a BIOS setting that does not stick, and checks each breaks exactly
-// what it says; clearing the faults makes tasks complete again.
+// through the admin API, a BMC error mid-task, a task that never completes,
+// a BIOS setting that does not stick and a BMC unreachable while it reboots,
+// and checks each breaks exactly what it says; clearing the faults makes
+// tasks complete again.
 func TestHardwareFaultsThroughAdminAPI(t *testing.T) {
 	for _, name := range PersonalityNames() {
 		t.Run(name, func(t *testing.T) {
@@ -113,7 +114,24 @@ func TestHardwareFaultsThroughAdminAPI(t *testing.T) {
 				t.Errorf("with ProcVirtualization unsticky: %v", attrs)
 			}
 
-			for _, bad := range []string{`{"unsticky_settings":["NoSuchAttribute"]}`, `{"task_error":true,"task_hang":true}`} {
+			// A BMC that is unreachable while it reboots.
+			setFaults(`{"manager_reset_downtime":"90s"}`)
+			mpath := "/redfish/v1/Managers/" + bmc.Personality().ManagerID
+			if st, _, _ := do(t, nil, "POST", bmc.URL+mpath+"/Actions/Manager.Reset", u, p, map[string]any{"ResetType": "GracefulRestart"}); st >= 300 {
+				t.Fatalf("manager reset: %d", st)
+			}
+			req, _ := http.NewRequest("GET", bmc.URL+mpath, nil)
+			req.SetBasicAuth(u, p)
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+				t.Fatalf("BMC answered %d while rebooting", resp.StatusCode)
+			}
+			clock.Advance(90 * time.Second)
+			if st, _, _ := do(t, nil, "GET", bmc.URL+mpath, u, p, nil); st != http.StatusOK {
+				t.Errorf("after the reboot: %d", st)
+			}
+
+			for _, bad := range []string{`{"unsticky_settings":["NoSuchAttribute"]}`, `{"task_error":true,"task_hang":true}`, `{"manager_reset_downtime":"-1s"}`} {
 				if st, _, _ := do(t, nil, "PUT", admin.URL+"/bmcs/0/faults", "", "", bad); st != http.StatusBadRequest {
 					t.Errorf("PUT faults %s: %d", bad, st)
 				}

@@ -160,7 +160,9 @@ func (s *Service) memory(w http.ResponseWriter, r *http.Request, sys *system, sp
 var managerResetTypes = []ResetType{ResetGracefulRestart, ResetForceRestart}
 
 // managerReset reboots the BMC: like a real one it forgets every session, so
-// clients must log in again; the host is not affected.
+// clients must log in again, and with Faults.ManagerResetDowntime it drops
+// every connection for that long (on the Clock) after answering; the host is
+// not affected.
 func (s *Service) managerReset(w http.ResponseWriter, r *http.Request) *apiError {
 	const action = "Manager.Reset"
 	body, e := readBody(r)
@@ -179,6 +181,9 @@ func (s *Service) managerReset(w http.ResponseWriter, r *http.Request) *apiError
 	}
 	s.managerResets.Add(1)
 	s.ExpireSessions()
+	if d := s.faults.Load().ManagerResetDowntime; d > 0 {
+		s.bmcDownUntil.Store(s.clock.Now().Add(d).UnixNano())
+	}
 	s.fwMu.Lock()
 	if s.bmcStaged != "" {
 		s.bmcVersion, s.bmcStaged = s.bmcStaged, ""

@@ -80,6 +80,7 @@ type Service struct {
 	faults        atomic.Pointer[Faults]
 	requests      atomic.Uint64
 	managerResets atomic.Uint64
+	bmcDownUntil  atomic.Int64 // Clock UnixNano until which a manager reset keeps the BMC unreachable
 
 	clock    Clock
 	taskDur  time.Duration
@@ -237,7 +238,8 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if f.DropRate > 0 && rand.Float64() < f.DropRate {
+	rebooting := s.clock.Now().UnixNano() < s.bmcDownUntil.Load()
+	if rebooting || (f.DropRate > 0 && rand.Float64() < f.DropRate) {
 		if hj, ok := w.(http.Hijacker); ok {
 			if conn, _, err := hj.Hijack(); err == nil {
 				_ = conn.Close()
