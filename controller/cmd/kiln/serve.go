@@ -52,6 +52,8 @@ type serveOptions struct {
 	bootDir     string
 	bootUnknown string
 	bootConsole string
+
+	trust trustOptions
 }
 
 func newServeCmd() *cobra.Command {
@@ -85,6 +87,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&o.bootUnknown, "boot-unknown", "local", "what a MAC no node has boots from /boot/boot.ipxe: local (its disk) or discovery (the agent)")
 	f.StringVar(&o.bootConsole, "boot-console", "ttyS0,115200n8", "console= argument of the agent kernel")
 	f.DurationVar(&o.powerSyncInterval, "power-sync-interval", time.Minute, "how often power states are read back from BMCs (0 disables)")
+	addTrustFlags(f, &o.trust)
 	return cmd
 }
 
@@ -120,12 +123,19 @@ func serve(ctx context.Context, o serveOptions) error {
 	}
 	defer st.Close()
 
+	tlsCfg, err := o.trust.tlsConfig(log)
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", o.listen, err)
 	}
 	if o.apiURL == "" {
 		o.apiURL = "http://" + ln.Addr().String()
+		if tlsCfg != nil {
+			o.apiURL = "https://" + ln.Addr().String()
+		}
 	}
 	if o.powerSyncInterval == 0 {
 		o.powerSyncInterval = -1
@@ -161,8 +171,14 @@ func serve(ctx context.Context, o serveOptions) error {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics.Handler(reg))
 	mux.Handle("/", apiServer)
+	handler, err := o.trust.guard(mux, ln.Addr(), log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	srv := &http.Server{
-		Handler:           mux,
+		Handler:           handler,
+		TLSConfig:         tlsCfg,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 	}
@@ -170,7 +186,13 @@ func serve(ctx context.Context, o serveOptions) error {
 	srv.RegisterOnShutdown(bus.Close)
 	log.Info("kiln controller listening", "addr", ln.Addr().String(), "db", o.db, "conductor", o.conductor)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() {
+		if tlsCfg != nil {
+			errc <- srv.ServeTLS(ln, "", "")
+			return
+		}
+		errc <- srv.Serve(ln)
+	}()
 
 	select {
 	case err := <-errc:
