@@ -13,6 +13,7 @@ import (
 	"os"
 	"path"
 	"regexp"
+	"slices"
 	"sync"
 	"time"
 
@@ -22,6 +23,10 @@ import (
 // NetworkDataPath is where a node's network data lands inside its ramdisk;
 // the agent reads it from there (agent/netconf.NetworkDataFile).
 const NetworkDataPath = "etc/kiln/network.yaml"
+
+// AgentCAPath is where the CA of the controller's API lands inside the
+// agent's ramdisk; the agent trusts it when present (agent.DefaultCAFile).
+const AgentCAPath = "etc/kiln/api-ca.pem"
 
 // ErrUnknownNode is what a NetworkDataBackend returns (wrapped or not) for
 // a node that does not exist: the handler answers 404.
@@ -46,7 +51,11 @@ type RamdiskConfig struct {
 	// MaxCached bounds the cached per-node archives (default 4096; each is
 	// the network data plus ~400 bytes).
 	MaxCached int
-	Log       *slog.Logger
+	// AgentCA, when set, is the PEM CA bundle of the controller's API: every
+	// node's ramdisk carries it at AgentCAPath, so that its agent verifies
+	// the controller over HTTPS.
+	AgentCA []byte
+	Log     *slog.Logger
 }
 
 // NewRamdiskHandler serves a node's deploy ramdisk at GET …/{node}: the
@@ -115,11 +124,15 @@ func (h *ramdiskHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
-	if len(data) == 0 {
+	if len(data) == 0 && len(h.cfg.AgentCA) == 0 {
 		http.ServeContent(w, r, "", st.ModTime(), f)
 		return
 	}
 	sum := sha256.Sum256(data)
+	if len(h.cfg.AgentCA) > 0 {
+		// The CA is part of what the archive holds, so of its cache key and ETag.
+		sum = sha256.Sum256(append(append(slices.Clip(data), 0), h.cfg.AgentCA...))
+	}
 	key := hex.EncodeToString(sum[:])
 	tail, err := h.archive(key, data)
 	if err != nil {
@@ -146,7 +159,7 @@ func (h *ramdiskHandler) archive(key string, data []byte) ([]byte, error) {
 		return a, nil
 	}
 	h.mu.Unlock()
-	a, err := NetworkDataArchive(data)
+	a, err := BootFilesArchive(data, h.cfg.AgentCA)
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +179,12 @@ func (h *ramdiskHandler) archive(key string, data []byte) ([]byte, error) {
 // NetworkDataArchive is the newc cpio archive appended to a ramdisk:
 // directories etc and etc/kiln, then NetworkDataPath (0600) holding data.
 // Its timestamps are zero so that equal data gives equal bytes.
-func NetworkDataArchive(data []byte) ([]byte, error) {
+func NetworkDataArchive(data []byte) ([]byte, error) { return BootFilesArchive(data, nil) }
+
+// BootFilesArchive is the archive appended to a node's ramdisk: its network
+// data at NetworkDataPath (0600) and the controller's CA at AgentCAPath
+// (0644), each only when not empty.
+func BootFilesArchive(networkData, agentCA []byte) ([]byte, error) {
 	var buf bytes.Buffer
 	w := cpio.NewWriter(&buf)
 	for _, d := range []string{"etc", "etc/kiln"} {
@@ -174,11 +192,20 @@ func NetworkDataArchive(data []byte) ([]byte, error) {
 			return nil, fmt.Errorf("cpio %s: %w", d, err)
 		}
 	}
-	if err := w.WriteHeader(&cpio.Header{Name: NetworkDataPath, Mode: cpio.TypeReg | 0o600, Size: int64(len(data))}); err != nil {
-		return nil, fmt.Errorf("cpio %s: %w", NetworkDataPath, err)
-	}
-	if _, err := w.Write(data); err != nil {
-		return nil, fmt.Errorf("cpio %s: %w", NetworkDataPath, err)
+	for _, f := range []struct {
+		name string
+		mode cpio.FileMode
+		data []byte
+	}{{NetworkDataPath, 0o600, networkData}, {AgentCAPath, 0o644, agentCA}} {
+		if len(f.data) == 0 {
+			continue
+		}
+		if err := w.WriteHeader(&cpio.Header{Name: f.name, Mode: cpio.TypeReg | f.mode, Size: int64(len(f.data))}); err != nil {
+			return nil, fmt.Errorf("cpio %s: %w", f.name, err)
+		}
+		if _, err := w.Write(f.data); err != nil {
+			return nil, fmt.Errorf("cpio %s: %w", f.name, err)
+		}
 	}
 	if err := w.Close(); err != nil {
 		return nil, fmt.Errorf("cpio trailer: %w", err)

@@ -141,3 +141,42 @@ func WriteFile(t testing.TB, name string, data []byte) {
 		t.Fatal(err)
 	}
 }
+
+// SelfSignedServer makes a self-signed server certificate for 127.0.0.1,
+// ::1 and localhost, as `openssl req -x509` does.
+func SelfSignedServer(t testing.TB) *Pair {
+	t.Helper()
+	key := newKey(t)
+	tpl := template("kiln self-signed")
+	tpl.DNSNames = []string{"localhost"}
+	tpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+	tpl.KeyUsage = x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign
+	tpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+	tpl.IsCA, tpl.BasicConstraintsValid = true, true
+	der, err := x509.CreateCertificate(rand.Reader, tpl, tpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Pair{
+		CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		KeyPEM:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}),
+	}
+	if p.Cert, err = x509.ParseCertificate(der); err != nil {
+		t.Fatal(err)
+	}
+	if p.TLS, err = tls.X509KeyPair(p.CertPEM, p.KeyPEM); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Pool is a pool holding only this certificate, for a self-signed pair.
+func (p *Pair) Pool() *x509.CertPool {
+	pool := x509.NewCertPool()
+	pool.AddCert(p.Cert)
+	return pool
+}

@@ -227,7 +227,8 @@ func mountBoot(a *api.Server, st store.Store, o serveOptions, log *slog.Logger) 
 		return fmt.Errorf("--boot-unknown must be local or discovery, not %q", o.bootUnknown)
 	}
 	files := strings.TrimSuffix(o.apiURL, "/") + "/boot/files"
-	backend := &netboot.Backend{Store: st, FilesURL: files, RamdiskURL: strings.TrimSuffix(o.apiURL, "/") + "/boot/ramdisk"}
+	backend := &netboot.Backend{Store: st, FilesURL: files, RamdiskURL: strings.TrimSuffix(o.apiURL, "/") + "/boot/ramdisk",
+		PerNodeRamdisk: len(o.trust.agentCAPEM) > 0}
 	scripts := boot.NewScriptHandler(boot.Config{
 		APIURL: o.apiURL, KernelURL: files + "/kiln-agent.kernel", RamdiskURL: files + "/kiln-agent.initramfs",
 		Console: o.bootConsole, Unknown: unknown, Log: log,
@@ -254,13 +255,13 @@ func mountBoot(a *api.Server, st store.Store, o serveOptions, log *slog.Logger) 
 		mediaFiles = strings.TrimSuffix(o.mediaURL, "/") + "/boot/files"
 	}
 	redfish.SetISOBuilder(agentISOs{
-		b:        boot.NewISOBuilder(boot.ISOConfig{Dir: o.bootDir, FilesURL: mediaFiles}),
+		b:        boot.NewISOBuilder(boot.ISOConfig{Dir: o.bootDir, FilesURL: mediaFiles, AgentCA: o.trust.agentCAPEM}),
 		filesURL: files, console: o.bootConsole,
 	})
 	// Per-node ramdisks: the agent initramfs with the node's NMState network
 	// data appended, for hosts that have no DHCP.
 	rd := echo.WrapHandler(http.StripPrefix("/boot/ramdisk", boot.NewRamdiskHandler(boot.RamdiskConfig{
-		Ramdisk: filepath.Join(o.bootDir, "kiln-agent.initramfs"), Log: log}, backend)))
+		Ramdisk: filepath.Join(o.bootDir, "kiln-agent.initramfs"), AgentCA: o.trust.agentCAPEM, Log: log}, backend)))
 	e.GET("/boot/ramdisk/:node", rd)
 	e.HEAD("/boot/ramdisk/:node", rd)
 	return nil

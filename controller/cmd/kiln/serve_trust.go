@@ -2,10 +2,12 @@ package main
 
 import (
 	"crypto/tls"
+	"encoding/pem"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 
 	"github.com/spf13/pflag"
 
@@ -21,6 +23,11 @@ type trustOptions struct {
 	tlsCert     string
 	tlsKey      string
 	tlsClientCA string
+	agentCA     string
+
+	// agentCAPEM is what the agents' boot media carry: --agent-ca's
+	// contents, or the serving certificate when it is self-signed.
+	agentCAPEM []byte
 }
 
 func addTrustFlags(f *pflag.FlagSet, o *trustOptions) {
@@ -29,6 +36,7 @@ func addTrustFlags(f *pflag.FlagSet, o *trustOptions) {
 	f.StringVar(&o.authRoles, "auth-roles", "", "file of user:role lines (admin or reader) for --htpasswd users; users it does not name are admins; re-read when it changes")
 	f.StringVar(&o.tlsCert, "tls-cert", "", "serve HTTPS with this PEM certificate (chain); re-read when it changes")
 	f.StringVar(&o.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
+	f.StringVar(&o.agentCA, "agent-ca", "", "PEM CA bundle the agents trust for the API, carried in per-node ramdisks and virtual-media ISOs (default: the --tls-cert certificate when it is self-signed)")
 	f.StringVar(&o.tlsClientCA, "tls-client-ca", "", "PEM CA bundle: require every client to present a certificate it signed")
 }
 
@@ -67,8 +75,15 @@ func (o trustOptions) guard(h http.Handler, listen net.Addr, log *slog.Logger) (
 	}
 }
 
-// tlsConfig returns the server's TLS configuration, or nil to serve plain HTTP.
-func (o trustOptions) tlsConfig(log *slog.Logger) (*tls.Config, error) {
+// tlsConfig returns the server's TLS configuration, or nil to serve plain
+// HTTP, and sets o.agentCAPEM.
+func (o *trustOptions) tlsConfig(log *slog.Logger) (*tls.Config, error) {
+	if o.agentCA != "" {
+		if _, err := certreload.LoadPool(o.agentCA); err != nil {
+			return nil, fmt.Errorf("--agent-ca: %w", err)
+		}
+		o.agentCAPEM, _ = os.ReadFile(o.agentCA)
+	}
 	if o.tlsCert == "" && o.tlsKey == "" {
 		if o.tlsClientCA != "" {
 			return nil, fmt.Errorf("--tls-client-ca needs --tls-cert and --tls-key")
@@ -81,6 +96,15 @@ func (o trustOptions) tlsConfig(log *slog.Logger) (*tls.Config, error) {
 	r, err := certreload.New(o.tlsCert, o.tlsKey, certreload.Options{Log: log})
 	if err != nil {
 		return nil, err
+	}
+	switch {
+	case o.agentCA != "":
+	case r.SelfSigned():
+		// A renewed self-signed certificate reaches the agents' media at
+		// the next restart; a stable CA with --agent-ca avoids that.
+		o.agentCAPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: r.Certificate().Leaf.Raw})
+	default:
+		log.Info("agents verify the API's certificate against their system CAs: give --agent-ca if a private CA signed it")
 	}
 	return certreload.ServerConfig(r, o.tlsClientCA)
 }
