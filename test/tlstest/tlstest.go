@@ -143,13 +143,13 @@ func WriteFile(t testing.TB, name string, data []byte) {
 }
 
 // SelfSignedServer makes a self-signed server certificate for 127.0.0.1,
-// ::1 and localhost, as `openssl req -x509` does.
-func SelfSignedServer(t testing.TB) *Pair {
+// ::1, localhost and the extra addresses, as `openssl req -x509` does.
+func SelfSignedServer(t testing.TB, extraIPs ...net.IP) *Pair {
 	t.Helper()
 	key := newKey(t)
 	tpl := template("kiln self-signed")
 	tpl.DNSNames = []string{"localhost"}
-	tpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+	tpl.IPAddresses = append([]net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}, extraIPs...)
 	tpl.KeyUsage = x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign
 	tpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
 	tpl.IsCA, tpl.BasicConstraintsValid = true, true
