@@ -49,6 +49,7 @@ type Authenticator struct {
 	users     map[string][]byte
 	roles     map[string]Role
 	gen       uint64
+	dummyCost int // the highest bcrypt cost in the file
 	cache     map[[32]byte]Role
 	// compare is bcrypt.CompareHashAndPassword; tests count its calls.
 	compare func(hash, password []byte) error
@@ -98,6 +99,12 @@ func (a *Authenticator) load() error {
 		}
 		if roles, err = parseRoles(a.opts.Roles, data); err != nil {
 			return err
+		}
+	}
+	a.dummyCost = bcrypt.MinCost
+	for _, h := range users {
+		if c, err := bcrypt.Cost(h); err == nil && c > a.dummyCost {
+			a.dummyCost = c
 		}
 	}
 	a.htStat, a.roleStat, a.users, a.roles = htStat, roleStat, users, roles
@@ -166,12 +173,19 @@ func (a *Authenticator) key(user, password string) [32]byte {
 	return k
 }
 
-// dummyHash is compared against when the user is unknown, so that an
-// unknown user costs as much as a wrong password and timing tells nothing.
-var dummyHash = sync.OnceValue(func() []byte {
-	h, _ := bcrypt.GenerateFromPassword([]byte("kiln-no-such-user"), bcrypt.DefaultCost)
+// dummyHashes holds, per bcrypt cost, a hash compared against when the user
+// is unknown, so that an unknown user costs as much as a wrong password
+// and timing tells nothing.
+var dummyHashes sync.Map
+
+func dummyHash(cost int) []byte {
+	if h, ok := dummyHashes.Load(cost); ok {
+		return h.([]byte)
+	}
+	h, _ := bcrypt.GenerateFromPassword([]byte("kiln-no-such-user"), cost)
+	dummyHashes.Store(cost, h)
 	return h
-})
+}
 
 // Authenticate checks user and password and returns the user's role.
 func (a *Authenticator) Authenticate(user, password string) (Role, bool) {
@@ -184,13 +198,13 @@ func (a *Authenticator) Authenticate(user, password string) (Role, bool) {
 	}
 	hash, known := a.users[user]
 	role := a.roles[user]
-	gen := a.gen
+	gen, dummyCost := a.gen, a.dummyCost
 	a.mu.Unlock()
 	if role == "" {
 		role = Admin
 	}
 	if !known {
-		_ = a.compare(dummyHash(), []byte(password))
+		_ = a.compare(dummyHash(dummyCost), []byte(password))
 		return "", false
 	}
 	if a.compare(hash, []byte(password)) != nil {
