@@ -25,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kilnhq/kiln/controller/secrets"
 	"github.com/kilnhq/kiln/proto"
 )
 
@@ -144,7 +145,11 @@ type Error struct {
 	Err    error
 }
 
-func (e *Error) Error() string {
+func (e *Error) Error() string { return secrets.Scrub(e.text()) }
+
+// text is the error's message before scrubbing: the URL of a failed request
+// (in Err) carries the agent token.
+func (e *Error) text() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s on %s: ", e.Op, e.URL)
 	if e.Status == 0 {
@@ -353,7 +358,7 @@ func (c *Client) call(ctx context.Context, a Agent, op, method, path string, q u
 			return &Error{Op: op, URL: a.URL, Err: err}
 		}
 		lastErr = err
-		c.log.Warn("agent connection failed", "op", op, "agent", a.URL, "try", try, "err", err)
+		c.log.Warn("agent connection failed", "op", op, "agent", a.URL, "try", try, "err", secrets.Scrub(err.Error()))
 		if accepted != nil && accepted(ctx) {
 			c.log.Info("command had been accepted by the agent before the connection failed", "op", op, "agent", a.URL)
 			return nil

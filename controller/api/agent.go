@@ -40,6 +40,7 @@ func (s *Server) lookupDoc(c echo.Context, n *proto.Node, token string) proto.Lo
 			HeartbeatTimeout:   int(s.agentHeartbeatTimeout / time.Second),
 			AgentToken:         token,
 			AgentTokenRequired: true,
+			ImmediateHeartbeat: true,
 		},
 	}
 }
@@ -52,7 +53,7 @@ func giveToken(n *proto.Node) string {
 	if n.DriverInternalInfo == nil {
 		n.DriverInternalInfo = proto.Dict{}
 	}
-	if _, has := n.DriverInternalInfo[proto.InfoAgentToken]; has {
+	if _, has := n.DriverInternalInfo[proto.InfoAgentToken]; has || tokenOnBootMedia(n) {
 		return proto.MaskedToken
 	}
 	t := agentclient.NewToken()
@@ -78,6 +79,9 @@ func (s *Server) issueToken(c echo.Context, uuid string) (*proto.Node, string, e
 func (s *Server) lookup(c echo.Context) error {
 	if minor(c) < 22 {
 		return &Error{Code: http.StatusNotFound, bare: true}
+	}
+	if err := s.guardAgentCall(c, "lookup"); err != nil {
+		return err
 	}
 	ctx := c.Request().Context()
 	var macs []string
@@ -112,6 +116,9 @@ func (s *Server) lookup(c echo.Context) error {
 	n, token, err := s.issueToken(c, n.UUID)
 	if err != nil {
 		return s.storeError(err, "Node", nodeUUID)
+	}
+	if token != proto.MaskedToken {
+		s.recordTokenClaim(c, n.UUID, "lookup")
 	}
 	return c.JSON(http.StatusOK, s.lookupDoc(c, n, token))
 }
@@ -195,6 +202,9 @@ func (s *Server) heartbeat(c echo.Context) error {
 
 // continueInspection takes the inventory an agent collected.
 func (s *Server) continueInspection(c echo.Context) error {
+	if err := s.guardAgentCall(c, "continue_inspection"); err != nil {
+		return err
+	}
 	body, err := readBody(c)
 	if err != nil {
 		return err
@@ -277,6 +287,9 @@ func (s *Server) continueInspection(c echo.Context) error {
 	})
 	if err != nil {
 		return s.storeError(err, "Node", uuid)
+	}
+	if token != "" && token != proto.MaskedToken {
+		s.recordTokenClaim(c, n.UUID, "continue_inspection")
 	}
 	s.notify(n.UUID)
 	if minor(c) >= 84 {

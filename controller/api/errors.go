@@ -75,6 +75,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 		s.log.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
 		e = &Error{Code: http.StatusInternalServerError, Msg: "Internal error: " + err.Error()}
 	}
+	e = scrubbedError(e)
 	if e.Code >= 500 {
 		s.log.Error("server error", "path", c.Request().URL.Path, "err", e.Msg)
 	} else {

@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/kilnhq/kiln/controller/driver"
+	"github.com/kilnhq/kiln/controller/secrets"
 	"github.com/kilnhq/kiln/controller/state"
 	"github.com/kilnhq/kiln/controller/store"
 	"github.com/kilnhq/kiln/proto"
@@ -341,7 +342,7 @@ func (s *Server) deleteNode(c echo.Context) error {
 // fatal to the request that caused it.
 func (s *Server) history(c echo.Context, nodeUUID, severity, event string) {
 	err := s.store.AddHistory(c.Request().Context(), nodeUUID, proto.HistoryEvent{
-		Severity: severity, Event: event, EventType: "api", Conductor: s.conductor,
+		Severity: severity, Event: secrets.Scrub(event), EventType: "api", Conductor: s.conductor,
 	})
 	if err != nil {
 		s.log.Warn("record node history", "node", nodeUUID, "err", err)

@@ -51,10 +51,14 @@ func applyPatch(v any, blank any, ops []jsonpatch.Op, out any, what string) erro
 	for _, k := range []string{"links", "ports", "states", "portgroups", "volume"} {
 		delete(doc, k)
 	}
+	if err := refuseSecretReads(doc, ops); err != nil {
+		return err
+	}
 	patched, err := jsonpatch.Apply(doc, ops)
 	if err != nil {
 		return badRequest("Invalid patch for %s: %v", what, err)
 	}
+	patched = keepStoredSecrets(doc, patched)
 	defaults, err := toDoc(blank)
 	if err != nil {
 		return err

@@ -3,54 +3,18 @@ package api
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/kilnhq/kiln/controller/secrets"
 	"github.com/kilnhq/kiln/proto"
 )
 
-// masked replaces secret values on output, as Ironic does.
-const masked = "******"
-
-// isSecretKey reports whether a driver_info key holds a credential.
-func isSecretKey(k string) bool {
-	k = strings.ToLower(k)
-	return strings.Contains(k, "password") || strings.Contains(k, "secret") ||
-		strings.HasSuffix(k, "_key") || strings.Contains(k, "token") || strings.HasSuffix(k, "_passphrase")
-}
-
-// maskDict returns d with every secret value replaced; d itself is not changed.
-func maskDict(d proto.Dict, secret func(string) bool) proto.Dict {
-	if d == nil {
-		return nil
-	}
-	var out proto.Dict
-	for k, v := range d {
-		if v != nil && secret(k) {
-			if out == nil {
-				out = maps.Clone(d)
-			}
-			out[k] = masked
-		}
-	}
-	if out == nil {
-		return d
-	}
-	return out
-}
-
-// maskedNode is n as clients may see it: credentials, the agent token and the
-// config drive hidden.
-func maskedNode(n *proto.Node) proto.Node {
-	m := *n
-	m.DriverInfo = maskDict(n.DriverInfo, isSecretKey)
-	m.DriverInternalInfo = maskDict(n.DriverInternalInfo, func(k string) bool { return k == "agent_secret_token" })
-	m.InstanceInfo = maskDict(n.InstanceInfo, func(k string) bool { return k == "configdrive" || isSecretKey(k) })
-	return m
-}
+// maskedNode is n as clients may see it: every secret masked at any depth
+// (credentials, the agent token, the config drive), last_error scrubbed.
+func maskedNode(n *proto.Node) proto.Node { return secrets.Node(n) }
 
 // toDoc turns a wire struct into its JSON object form.
 func toDoc(v any) (map[string]any, error) {
@@ -79,15 +43,18 @@ func nodeLinks(c echo.Context, n *proto.Node) {
 // renderNode shows n at the request's microversion, limited to fields when
 // fields is non-nil (links always included, as Ironic does).
 func renderNode(c echo.Context, n *proto.Node, fields []string) (map[string]any, error) {
-	m := maskedNode(n)
-	nodeLinks(c, &m)
 	if fields != nil && isDefaultNodeFields(fields) {
+		// None of the default list fields can hold a secret: no masking.
+		m := *n
+		nodeLinks(c, &m)
 		doc := fastNodeDoc(&m)
 		if minor(c) < proto.NodeFieldMinVersion["name"] {
 			delete(doc, "name")
 		}
 		return doc, nil
 	}
+	m := maskedNode(n)
+	nodeLinks(c, &m)
 	doc, err := toDoc(m)
 	if err != nil {
 		return nil, fmt.Errorf("render node %s: %w", n.UUID, err)
@@ -98,7 +65,7 @@ func renderNode(c echo.Context, n *proto.Node, fields []string) (map[string]any,
 
 // renderPort shows p at the request's microversion.
 func renderPort(c echo.Context, p *proto.Port, fields []string) (map[string]any, error) {
-	m := *p
+	m := secrets.Port(p)
 	m.Links = links(c, "ports/"+p.UUID)
 	doc, err := toDoc(m)
 	if err != nil {

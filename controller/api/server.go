@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/kilnhq/kiln/controller/events"
+	"github.com/kilnhq/kiln/controller/ratelimit"
 	"github.com/kilnhq/kiln/controller/store"
 	"github.com/kilnhq/kiln/proto"
 )
@@ -34,6 +35,12 @@ type Config struct {
 	// Events, when set, serves GET /v1/events (node changes as server-sent
 	// events) from this bus.
 	Events *events.Bus
+	// AgentLimit limits /v1/lookup and /v1/continue_inspection per source
+	// address; nil: DefaultAgentLimit (see agent_guard.go).
+	AgentLimit *ratelimit.Limiter
+	// ConductorWait bounds how long a boot-device request waits for the
+	// node's conductor to answer [40s].
+	ConductorWait time.Duration
 }
 
 // Server is the /v1 API. It is an http.Handler.
@@ -45,6 +52,8 @@ type Server struct {
 	notifier              func(string)
 	agentHeartbeatTimeout time.Duration
 	events                *events.Bus
+	agentLimit            *ratelimit.Limiter
+	conductorWait         time.Duration
 }
 
 // New builds the API with every route mounted.
@@ -55,7 +64,12 @@ func New(cfg Config) *Server {
 	if cfg.AgentHeartbeatTimeout <= 0 {
 		cfg.AgentHeartbeatTimeout = time.Minute
 	}
-	s := &Server{store: cfg.Store, conductor: cfg.Conductor, log: cfg.Logger, notifier: cfg.Notify, agentHeartbeatTimeout: cfg.AgentHeartbeatTimeout, events: cfg.Events}
+	if cfg.ConductorWait <= 0 {
+		cfg.ConductorWait = 40 * time.Second
+	}
+	s := &Server{store: cfg.Store, conductor: cfg.Conductor, log: cfg.Logger, notifier: cfg.Notify, agentHeartbeatTimeout: cfg.AgentHeartbeatTimeout, events: cfg.Events,
+		conductorWait: cfg.ConductorWait}
+	s.agentLimit = agentLimiter(cfg.AgentLimit)
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true

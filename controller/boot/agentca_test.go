@@ -9,29 +9,34 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/cavaliergopher/cpio"
+	"github.com/u-root/u-root/pkg/cpio"
 )
 
-// readArchive lists the regular files of a newc archive: path → contents, mode.
-func readArchive(t *testing.T, b []byte) map[string]*cpio.Header {
+// archived is one regular file read back from an archive.
+type archived struct {
+	perm uint64
+	data string
+}
+
+// readArchive lists the regular files of a newc archive.
+func readArchive(t *testing.T, b []byte) map[string]*archived {
 	t.Helper()
-	r := cpio.NewReader(bytes.NewReader(b))
-	files := map[string]*cpio.Header{}
+	rr := cpio.Newc.Reader(bytes.NewReader(b))
+	files := map[string]*archived{}
 	for {
-		h, err := r.Next()
+		rec, err := rr.ReadRecord()
 		if err == io.EOF {
 			return files
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		if h.Mode.IsRegular() {
-			data, err := io.ReadAll(r)
+		if rec.Mode&cpio.S_IFMT == cpio.S_IFREG {
+			data, err := io.ReadAll(io.NewSectionReader(rec.ReaderAt, 0, int64(rec.FileSize)))
 			if err != nil {
 				t.Fatal(err)
 			}
-			h.Linkname = string(data) // the contents, for the test's convenience
-			files[h.Name] = h
+			files[rec.Name] = &archived{perm: rec.Mode & 0o777, data: string(data)}
 		}
 	}
 }
@@ -57,7 +62,7 @@ func TestBootFilesArchive(t *testing.T) {
 		}
 		for name, mode := range tc.wantFiles {
 			h := files[name]
-			if h == nil || h.Mode.Perm() != cpio.FileMode(mode) {
+			if h == nil || h.perm != uint64(mode) {
 				t.Errorf("%s: %s missing or wrong mode: %+v", tc.name, name, h)
 				continue
 			}
@@ -65,8 +70,8 @@ func TestBootFilesArchive(t *testing.T) {
 			if name == NetworkDataPath {
 				want = tc.net
 			}
-			if h.Linkname != string(want) {
-				t.Errorf("%s: %s holds %q", tc.name, name, h.Linkname)
+			if h.data != string(want) {
+				t.Errorf("%s: %s holds %q", tc.name, name, h.data)
 			}
 		}
 	}
@@ -91,7 +96,7 @@ func TestRamdiskHandlerAgentCA(t *testing.T) {
 				t.Fatalf("%s: %d %q", node, resp.StatusCode, got)
 			}
 			files := readArchive(t, got[4:])
-			if files[AgentCAPath] == nil || files[AgentCAPath].Linkname != ca {
+			if files[AgentCAPath] == nil || files[AgentCAPath].data != ca {
 				t.Errorf("%s: no CA %q in %v", node, ca, files)
 			}
 			if (files[NetworkDataPath] != nil) != (node == "static") {

@@ -17,7 +17,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cavaliergopher/cpio"
+	"github.com/u-root/u-root/pkg/cpio"
 )
 
 // NetworkDataPath is where a node's network data lands inside its ramdisk;
@@ -186,28 +186,20 @@ func NetworkDataArchive(data []byte) ([]byte, error) { return BootFilesArchive(d
 // (0644), each only when not empty.
 func BootFilesArchive(networkData, agentCA []byte) ([]byte, error) {
 	var buf bytes.Buffer
-	w := cpio.NewWriter(&buf)
-	for _, d := range []string{"etc", "etc/kiln"} {
-		if err := w.WriteHeader(&cpio.Header{Name: d, Mode: cpio.TypeDir | 0o755, Links: 2}); err != nil {
-			return nil, fmt.Errorf("cpio %s: %w", d, err)
+	w := cpio.Newc.Writer(&buf)
+	recs := []cpio.Record{cpio.Directory("etc", 0o755), cpio.Directory("etc/kiln", 0o755)}
+	if len(networkData) > 0 {
+		recs = append(recs, cpio.StaticRecord(networkData, cpio.Info{Name: NetworkDataPath, Mode: cpio.S_IFREG | 0o600}))
+	}
+	if len(agentCA) > 0 {
+		recs = append(recs, cpio.StaticRecord(agentCA, cpio.Info{Name: AgentCAPath, Mode: cpio.S_IFREG | 0o644}))
+	}
+	for _, r := range recs {
+		if err := w.WriteRecord(r); err != nil {
+			return nil, fmt.Errorf("cpio %s: %w", r.Name, err)
 		}
 	}
-	for _, f := range []struct {
-		name string
-		mode cpio.FileMode
-		data []byte
-	}{{NetworkDataPath, 0o600, networkData}, {AgentCAPath, 0o644, agentCA}} {
-		if len(f.data) == 0 {
-			continue
-		}
-		if err := w.WriteHeader(&cpio.Header{Name: f.name, Mode: cpio.TypeReg | f.mode, Size: int64(len(f.data))}); err != nil {
-			return nil, fmt.Errorf("cpio %s: %w", f.name, err)
-		}
-		if _, err := w.Write(f.data); err != nil {
-			return nil, fmt.Errorf("cpio %s: %w", f.name, err)
-		}
-	}
-	if err := w.Close(); err != nil {
+	if err := cpio.WriteTrailer(w); err != nil {
 		return nil, fmt.Errorf("cpio trailer: %w", err)
 	}
 	return buf.Bytes(), nil

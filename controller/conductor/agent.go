@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
 
 	"github.com/kilnhq/kiln/controller/agentclient"
+	"github.com/kilnhq/kiln/controller/secrets"
 	"github.com/kilnhq/kiln/controller/store"
 	"github.com/kilnhq/kiln/proto"
 )
@@ -32,24 +34,15 @@ func agentOf(n *proto.Node) agentclient.Agent {
 	return agentclient.Agent{URL: s(proto.InfoAgentURL), Token: s(proto.InfoAgentToken), VerifyCA: s(proto.InfoAgentVerifyCA)}
 }
 
-// nodeForAgent is the node as the agent may see it: credentials masked.
+// nodeForAgent is the node as the agent may see it: secrets masked at any
+// depth, except the config drive, which the agent writes (Ironic sends it
+// too: as_dict(mask_configdrive=False)).
 func nodeForAgent(n *proto.Node) map[string]any {
-	m := *n
-	mask := func(d proto.Dict, secret func(string) bool) proto.Dict {
-		out := proto.Dict{}
-		for k, v := range d {
-			if secret(k) {
-				v = "******"
-			}
-			out[k] = v
-		}
-		return out
+	m := secrets.Node(n)
+	if cd, ok := n.InstanceInfo["configdrive"]; ok {
+		m.InstanceInfo = maps.Clone(m.InstanceInfo)
+		m.InstanceInfo["configdrive"] = cd
 	}
-	m.DriverInfo = mask(n.DriverInfo, func(k string) bool {
-		k = strings.ToLower(k)
-		return strings.Contains(k, "password") || strings.Contains(k, "secret") || strings.HasSuffix(k, "_key")
-	})
-	m.DriverInternalInfo = mask(n.DriverInternalInfo, func(k string) bool { return k == proto.InfoAgentToken })
 	b, _ := json.Marshal(m)
 	var doc map[string]any
 	_ = json.Unmarshal(b, &doc)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kilnhq/kiln/controller/driver"
 	"github.com/kilnhq/kiln/controller/events"
+	"github.com/kilnhq/kiln/controller/secrets"
 	"github.com/kilnhq/kiln/controller/state"
 	"github.com/kilnhq/kiln/controller/store"
 	"github.com/kilnhq/kiln/proto"
@@ -25,7 +26,7 @@ var waitStates = map[proto.ProvisionState]bool{
 func hasWork(n *proto.Node) bool {
 	d := n.DriverInternalInfo
 	if d[proto.InfoRequest] != nil || d[proto.InfoBootDevicePending] == true ||
-		d[proto.InfoHeartbeatPending] != nil || d[proto.InfoInspectionPending] == true {
+		d[proto.InfoHeartbeatPending] != nil || d[proto.InfoInspectionPending] == true || hasManagementRequest(n) {
 		return true
 	}
 	if n.TargetPowerState != nil {
@@ -123,6 +124,7 @@ func (f *flow) update(ctx context.Context, fn func(n *proto.Node)) error {
 			n.DriverInternalInfo = proto.Dict{}
 		}
 		fn(n)
+		guardSecrets(n)
 		return nil
 	})
 	if err != nil {
@@ -198,7 +200,7 @@ func clearFlow(n *proto.Node) {
 }
 
 func (f *flow) history(ctx context.Context, severity, event string) {
-	err := f.c.st.AddHistory(ctx, f.n.UUID, proto.HistoryEvent{Severity: severity, Event: event, EventType: "conductor", Conductor: f.c.cfg.Name})
+	err := f.c.st.AddHistory(ctx, f.n.UUID, proto.HistoryEvent{Severity: severity, Event: secrets.Scrub(event), EventType: "conductor", Conductor: f.c.cfg.Name})
 	if err != nil {
 		f.c.log.Warn("record history", "node", f.n.UUID, "err", err)
 	}
@@ -218,6 +220,7 @@ func (f *flow) act(ctx context.Context) error {
 			n.TargetPowerState = nil
 			delete(n.DriverInternalInfo, proto.InfoRequest)
 			delete(n.DriverInternalInfo, proto.InfoBootDevicePending)
+			failManagementRequest(n, msg)
 		})
 	}
 	f.ifs = ifs
@@ -271,7 +274,13 @@ func (f *flow) act(ctx context.Context) error {
 			return f.fail(ctx, fmt.Sprintf("Kiln conductor restarted while node %s was in %s; the operation was interrupted", n.UUID, n.ProvisionState))
 		}
 	}
-	if n.TargetPowerState != nil {
+	if hasManagementRequest(n) {
+		// A client waits for this answer: it goes before a power change.
+		if err := f.runManagementRequest(ctx); err != nil {
+			return err
+		}
+	}
+	if f.n.TargetPowerState != nil {
 		return f.changePower(ctx)
 	}
 	if n.DriverInternalInfo[proto.InfoBootDevicePending] == true {
@@ -318,14 +327,17 @@ func (f *flow) startFlow(ctx context.Context, req map[string]any) error {
 func (f *flow) verify(ctx context.Context) error {
 	n := f.n
 	if err := f.ifs.Power.Validate(ctx, n); err != nil {
+		f.recordBMCCheck(ctx, "verify", err)
 		return f.fail(ctx, fmt.Sprintf("Failed to validate power driver interface for node %s. Error: %v", n.UUID, err))
 	}
 	ps, err := f.ifs.Power.GetPowerState(ctx, n)
 	if err != nil {
+		f.recordBMCCheck(ctx, "verify", err)
 		return f.fail(ctx, fmt.Sprintf("Failed to get power state for node %s. Error: %v", n.UUID, err))
 	}
 	return f.transition(ctx, state.EvDone, func(n *proto.Node) {
 		n.PowerState = &ps
+		n.DriverInternalInfo[proto.InfoLastBMCCheck] = proto.BMCCheck{At: time.Now(), Operation: "verify"}.Dict()
 		delete(n.DriverInternalInfo, proto.InfoRequest)
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kilnhq/kiln/controller/secrets"
 	"github.com/kilnhq/kiln/proto"
 )
 
@@ -54,9 +55,18 @@ func FromNode(n *proto.Node) Event {
 	// Copies, so that the event shares nothing with a node its owner may change.
 	return Event{
 		UUID: n.UUID, Name: clone(n.Name), ProvisionState: n.ProvisionState, TargetProvisionState: clone(n.TargetProvisionState),
-		PowerState: clone(n.PowerState), TargetPowerState: clone(n.TargetPowerState), LastError: clone(n.LastError),
+		PowerState: clone(n.PowerState), TargetPowerState: clone(n.TargetPowerState), LastError: scrubbed(n.LastError),
 		Maintenance: n.Maintenance, Step: StepOf(n), Progress: ProgressOf(n), Time: time.Now().UTC(),
 	}
+}
+
+// scrubbed is a scrubbed copy of a last_error (see secrets.Scrub).
+func scrubbed(p *string) *string {
+	if p == nil {
+		return nil
+	}
+	s := secrets.Scrub(*p)
+	return &s
 }
 
 func clone[T any](p *T) *T {

@@ -21,6 +21,7 @@ import (
 	"github.com/kilnhq/kiln/controller/api"
 	"github.com/kilnhq/kiln/controller/conductor"
 	"github.com/kilnhq/kiln/controller/driver"
+	"github.com/kilnhq/kiln/controller/events"
 	"github.com/kilnhq/kiln/controller/store"
 	"github.com/kilnhq/kiln/proto"
 	"github.com/kilnhq/kiln/test/fakeagent"
@@ -189,7 +190,9 @@ type controller struct {
 type controllerOpts struct {
 	callbackTimeout       time.Duration
 	agentHeartbeatTimeout time.Duration
-	powerSync             time.Duration // 0: off
+	powerSync             time.Duration   // 0: off
+	logTo                 io.Writer       // the controller's and agent client's log (text, debug level); nil: discarded
+	observe               events.Observer // nil: none; sees every node write the API and conductor make
 }
 
 func startController(t testing.TB, o controllerOpts) *controller {
@@ -206,14 +209,25 @@ func startController(t testing.TB, o controllerOpts) *controller {
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
+	if o.logTo != nil {
+		log = slog.New(slog.NewTextHandler(o.logTo, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	// Node writes go through the watched store, as in kiln serve, so that
+	// GET /v1/events streams them.
+	bus := events.NewBus()
+	observers := []events.Observer{events.PublishTo(bus)}
+	if o.observe != nil {
+		observers = append(observers, o.observe)
+	}
+	wst := events.Watch(st, observers...)
 	var handler http.Handler
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
 	cond := conductor.New(conductor.Config{
-		Store: st, Agent: agentclient.New(agentclient.Options{Timeout: 10 * time.Second, RetryDelay: 100 * time.Millisecond}),
+		Store: wst, Agent: agentclient.New(agentclient.Options{Timeout: 10 * time.Second, RetryDelay: 100 * time.Millisecond, Logger: log}),
 		Name: "test-conductor", APIURL: srv.URL, Log: log, ScanInterval: 200 * time.Millisecond,
 		CallbackTimeout: o.callbackTimeout, AgentHeartbeatTimeout: o.agentHeartbeatTimeout, PowerSyncInterval: o.powerSync,
 	})
-	handler = api.New(api.Config{Store: st, Conductor: "test-conductor", Logger: log, Notify: cond.Notify, AgentHeartbeatTimeout: o.agentHeartbeatTimeout})
+	handler = api.New(api.Config{Store: wst, Conductor: "test-conductor", Logger: log, Notify: cond.Notify, AgentHeartbeatTimeout: o.agentHeartbeatTimeout, Events: bus})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -225,6 +239,7 @@ func startController(t testing.TB, o controllerOpts) *controller {
 	t.Cleanup(func() {
 		cancel()
 		<-done
+		bus.Close()
 		srv.Close()
 		st.Close()
 	})

@@ -11,11 +11,12 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
+	"golang.org/x/term"
 
 	"github.com/kilnhq/kiln/controller/client"
+	"github.com/kilnhq/kiln/controller/secrets"
 )
 
 // DefaultEndpoint is where the CLI looks for a controller when nothing says otherwise.
@@ -144,6 +145,7 @@ func toGeneric(v any) (any, error) {
 
 // data prints v as JSON or YAML; it reports false for table output.
 func (p printer) data(v any) (bool, error) {
+	v = safeView(v)
 	switch p.format {
 	case "json":
 		b, err := json.MarshalIndent(v, "", "  ")
@@ -205,7 +207,7 @@ func (p printer) object(v any) error {
 	if done, err := p.data(v); done {
 		return err
 	}
-	g, err := toGeneric(v)
+	g, err := toGeneric(safeView(v))
 	if err != nil {
 		return err
 	}
@@ -238,13 +240,14 @@ func cell(v any) string {
 	case nil:
 		return ""
 	case string:
-		return x
+		return secrets.Scrub(x)
 	case *string:
 		if x == nil {
 			return ""
 		}
-		return *x
+		return secrets.Scrub(*x)
 	}
+	v = safeView(v)
 	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Sprint(v)
@@ -259,7 +262,7 @@ func cell(v any) string {
 // isTerminal reports whether w is an interactive terminal.
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	return ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // errFailed is returned when a command reported its failures itself; main

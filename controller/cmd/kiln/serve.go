@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/kilnhq/kiln/controller/agentclient"
 	"github.com/kilnhq/kiln/controller/api"
@@ -29,6 +30,8 @@ import (
 	"github.com/kilnhq/kiln/controller/events"
 	"github.com/kilnhq/kiln/controller/metrics"
 	"github.com/kilnhq/kiln/controller/netboot"
+	"github.com/kilnhq/kiln/controller/ratelimit"
+	"github.com/kilnhq/kiln/controller/secrets"
 	"github.com/kilnhq/kiln/controller/store"
 )
 
@@ -46,14 +49,19 @@ type serveOptions struct {
 	callbackTimeout       time.Duration
 	agentHeartbeatTimeout time.Duration
 	powerSyncInterval     time.Duration
+	agentLimit            ratelimit.Config
+	powerSyncWorkers      int
 	heartbeatInterval     time.Duration
 	deadAfter             time.Duration
 
 	bootDir     string
+	bootDirSet  bool // --boot-dir given: its absence is worth a warning
 	bootUnknown string
 	bootConsole string
 
-	trust trustOptions
+	netboot netbootOptions
+	flags   *pflag.FlagSet // to tell flags set from defaults
+	trust   trustOptions
 }
 
 func newServeCmd() *cobra.Command {
@@ -65,6 +73,8 @@ func newServeCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
+			o.bootDirSet = cmd.Flags().Changed("boot-dir")
+			o.flags = cmd.Flags()
 			return serve(ctx, o)
 		},
 	}
@@ -87,6 +97,10 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&o.bootUnknown, "boot-unknown", "local", "what a MAC no node has boots from /boot/boot.ipxe: local (its disk) or discovery (the agent)")
 	f.StringVar(&o.bootConsole, "boot-console", "ttyS0,115200n8", "console= argument of the agent kernel")
 	f.DurationVar(&o.powerSyncInterval, "power-sync-interval", time.Minute, "how often power states are read back from BMCs (0 disables)")
+	f.Float64Var(&o.agentLimit.Rate, "agent-lookup-rate", api.DefaultAgentLimit.Rate, "requests per second each source address may make to /v1/lookup and /v1/continue_inspection (0 disables the limit; loopback is never limited)")
+	f.IntVar(&o.agentLimit.Burst, "agent-lookup-burst", api.DefaultAgentLimit.Burst, "burst of /v1/lookup and /v1/continue_inspection requests allowed per source address")
+	f.IntVar(&o.powerSyncWorkers, "power-sync-workers", 8, "BMCs read at once by a power-sync round; a round starts calls for 3/4 of the interval, and nodes not reached go first next round")
+	addNetbootFlags(f, &o.netboot)
 	addTrustFlags(f, &o.trust)
 	return cmd
 }
@@ -97,10 +111,11 @@ func newLogger(level string, asJSON bool) (*slog.Logger, error) {
 		return nil, fmt.Errorf("invalid --log-level %q: %w", level, err)
 	}
 	opts := &slog.HandlerOptions{Level: l}
+	// Every line is scrubbed of agent tokens and URL credentials.
 	if asJSON {
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+		return slog.New(secrets.NewLogHandler(slog.NewJSONHandler(os.Stderr, opts))), nil
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	return slog.New(secrets.NewLogHandler(slog.NewTextHandler(os.Stderr, opts))), nil
 }
 
 // serve runs the controller until ctx ends, then shuts down gracefully:
@@ -137,6 +152,7 @@ func serve(ctx context.Context, o serveOptions) error {
 			o.apiURL = "https://" + ln.Addr().String()
 		}
 	}
+	o.apiURL = netbootAPIURL(o.flags, o.netboot, o.apiURL)
 	if o.powerSyncInterval == 0 {
 		o.powerSyncInterval = -1
 	}
@@ -150,7 +166,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	cond := conductor.New(conductor.Config{
 		Store: wst, Agent: agentclient.New(agentclient.Options{Logger: log}), Name: o.conductor, Group: o.group,
 		APIURL: o.apiURL, Log: log, Workers: o.workers, CallbackTimeout: o.callbackTimeout,
-		AgentHeartbeatTimeout: o.agentHeartbeatTimeout, PowerSyncInterval: o.powerSyncInterval,
+		AgentHeartbeatTimeout: o.agentHeartbeatTimeout, PowerSyncInterval: o.powerSyncInterval, PowerSyncWorkers: o.powerSyncWorkers,
 		HeartbeatInterval: o.heartbeatInterval,
 	})
 	condCtx, stopConductor := context.WithCancel(driver.WithBMCObserver(context.Background(), met))
@@ -163,11 +179,16 @@ func serve(ctx context.Context, o serveOptions) error {
 		}
 	}()
 	apiServer := api.New(api.Config{Store: wst, Conductor: o.conductor, Logger: log, Notify: cond.Notify,
-		AgentHeartbeatTimeout: o.agentHeartbeatTimeout, Events: bus})
+		AgentHeartbeatTimeout: o.agentHeartbeatTimeout, Events: bus, AgentLimit: ratelimit.New(o.agentLimit)})
 	apiServer.Echo().Use(met.Middleware())
 	if err := mountBoot(apiServer, wst, o, log); err != nil {
 		return err
 	}
+	nb, err := startNetboot(o.flags, o.netboot, o.apiURL, o.conductor, st, apiServer, log)
+	if err != nil {
+		return err
+	}
+	defer nb.Stop()
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics.Handler(reg))
 	mux.Handle("/", apiServer)
@@ -238,7 +259,13 @@ func mountBoot(a *api.Server, st store.Store, o serveOptions, log *slog.Logger) 
 	e.HEAD("/boot/boot.ipxe", echo.WrapHandler(scripts))
 	var fs http.Handler
 	if _, err := os.Stat(o.bootDir); err != nil {
-		log.Warn("boot files directory missing: /boot/files/ answers 404 until kiln serve restarts with it (make initramfs builds ./out)", "dir", o.bootDir)
+		// The default ./out is absent on every quick-start run, which needs no
+		// boot files: say so only at debug level then.
+		lvl := slog.LevelWarn
+		if !o.bootDirSet {
+			lvl = slog.LevelDebug
+		}
+		log.Log(context.Background(), lvl, "boot files directory missing: /boot/files/ answers 404 until kiln serve restarts with it (make initramfs builds ./out)", "dir", o.bootDir)
 		fs = http.NotFoundHandler()
 	} else if fs, err = boot.NewFileServer(o.bootDir); err != nil {
 		return fmt.Errorf("serve boot files from %s: %w", o.bootDir, err)
