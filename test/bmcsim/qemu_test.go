@@ -402,9 +402,7 @@ func TestQEMUSecureBootFirmware(t *testing.T) {
 // (BdsDxe on the serial console), and the VM has its own copy of the
 // enrolled-keys variables.
 func TestQEMUSecureBootStarts(t *testing.T) {
-	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
-		t.Skipf("qemu-system-x86_64 not installed: %v", err)
-	}
+	testtool.Need(t, "qemu-system-x86_64")
 	for _, f := range []string{"/usr/share/OVMF/OVMF_CODE_4M.secboot.fd", "/usr/share/OVMF/OVMF_VARS_4M.ms.fd"} {
 		if _, err := os.Stat(f); err != nil {
 			t.Skipf("OVMF secure-boot files not installed: %v", err)
