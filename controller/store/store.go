@@ -75,6 +75,16 @@ type Store interface {
 	// DeleteNode deletes the node and its ports, history and inventory.
 	DeleteNode(ctx context.Context, uuid string) error
 
+	// AgentOf reads, by UUID or name, what an agent heartbeat is judged on,
+	// with one indexed read and without decoding the node: the hot path of
+	// POST /v1/heartbeat.
+	AgentOf(ctx context.Context, ident string) (AgentView, error)
+	// RecordAgent sets string keys of driver_internal_info (and
+	// provision_updated_at when touchProvision) and UpdatedAt, in one
+	// conditional UPDATE that applies only while the node is as seen; false
+	// when it changed since, and then nothing was written.
+	RecordAgent(ctx context.Context, seen AgentView, set []KeyValue, touchProvision bool) (bool, error)
+
 	// Reserve takes the node's reservation for conductor, atomically, when it
 	// is free or held by a conductor that is not alive (not registered, or no
 	// heartbeat within DeadAfter, or unregistered). It returns the node with
