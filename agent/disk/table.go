@@ -347,3 +347,15 @@ func readMBR(r io.ReaderAt, ss int) (*mbr, error) {
 	}
 	return m, nil
 }
+
+// GUIDBytes returns a GUID ("c12a7328-f81f-…", any case) in the mixed-endian
+// byte order GPT and EFI device paths store it in.
+func GUIDBytes(s string) ([16]byte, error) {
+	var out [16]byte
+	b, err := guidBytes(s)
+	if err != nil {
+		return out, err
+	}
+	copy(out[:], b)
+	return out, nil
+}

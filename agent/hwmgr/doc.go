@@ -8,12 +8,18 @@
 //   - the image writer behind the deploy step write_image and
 //     standby.prepare_image (Manager.WriteImage, the runtime's
 //     Deps.WriteImage): stream the image onto the root device, verify its
-//     checksum, fix the GPT, find the partition UUIDs, write the config drive.
+//     checksum, fix the GPT, find the partition UUIDs, write the config drive;
+//     for image_type partition, make IPA's partition table first and stream
+//     the image into the root partition;
+//   - image.install_bootloader (Manager.InstallBootloader): a UEFI boot
+//     entry for the loader on the image's ESP, through efivarfs; for BIOS
+//     partition images, the image's own GRUB installed from a chroot.
 //
 // Wiring, in agent/cmd/kiln-agent:
 //
 //	hw := hwmgr.New(hwmgr.Options{Log: log})
 //	deps.WriteImage = hw.WriteImage
+//	deps.InstallBootloader = hw.InstallBootloader
 //	deps.Generic = hw.AddSteps
 //
 // Every destructive operation checks the runtime's steps.Safety first: inside

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/kilnhq/kiln/agent/disk"
@@ -30,12 +31,27 @@ type Options struct {
 	ImageRetryDelay time.Duration
 	// Log receives what the steps do; nil means slog.Default().
 	Log *slog.Logger
+	// EFIVarsDir is where install_bootloader writes EFI variables ("" =
+	// SysRoot's firmware/efi/efivars); tests give a plain directory.
+	EFIVarsDir string
+	// RunInRoot, when set, replaces running a command chrooted into the
+	// image (install_bootloader's grub-install) (tests).
+	RunInRoot func(ctx context.Context, root string, env, argv []string) ([]byte, error)
 }
 
 // Manager holds the generic hardware manager's steps.
 type Manager struct {
 	opts Options
 	log  *slog.Logger
+
+	mu      sync.Mutex
+	written writtenImage // the last image written, for install_bootloader
+}
+
+// writtenImage is where the last image went and what kind it was.
+type writtenImage struct {
+	Device    string
+	Partition bool // a partition image (its own root partition, no boot loader)
 }
 
 // New returns a Manager.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/url"
 
@@ -36,9 +35,6 @@ func (m *Manager) WriteImage(ctx context.Context, req agent.ImageRequest) (agent
 	if log == nil {
 		log = m.log
 	}
-	if info.ImageType == "partition" {
-		return agent.ImageResult{}, fmt.Errorf("partition images are not supported by kiln-agent; use a whole-disk image")
-	}
 	if len(info.URLs) == 0 {
 		return agent.ImageResult{}, fmt.Errorf("image_info of %s has no urls", info.ID)
 	}
@@ -60,6 +56,9 @@ func (m *Manager) WriteImage(ctx context.Context, req agent.ImageRequest) (agent
 	if err := req.Safety.Check(dev.Name); err != nil {
 		return agent.ImageResult{}, err
 	}
+	if info.ImageType == "partition" {
+		return m.writePartitionImage(ctx, req, sum, cd, dev.Name, dev.Size)
+	}
 	report := func(p proto.CommandProgress) {
 		if req.Progress != nil {
 			req.Progress(p)
@@ -76,14 +75,15 @@ func (m *Manager) WriteImage(ctx context.Context, req agent.ImageRequest) (agent
 	log.Info("writing image", "url", info.URLs[0], "device", dev.Name, "checksum", sum.String())
 	res, err := image.Write(ctx, ireq)
 	if err != nil {
-		var mm *image.ChecksumMismatchError
-		if errors.As(err, &mm) {
-			return agent.ImageResult{}, fmt.Errorf("%w; the first and last MiB of %s were zeroed", mm, dev.Name)
-		}
+		// image.Write names the cause (checksum, truncated stream, qcow2
+		// cluster) and whether it zeroed the ends of the disk.
 		return agent.ImageResult{}, err
 	}
 	log.Info("image written", "device", dev.Name, "format", res.Format, "size", res.Size, "written", res.Written,
 		"zeroed", res.Zeroed, "took", res.Duration)
+	m.mu.Lock()
+	m.written = writtenImage{Device: dev.Name}
+	m.mu.Unlock()
 	g := guard(req.Safety)
 	report(proto.CommandProgress{BytesDone: res.Size, BytesTotal: res.Size, Stage: "partitions"})
 	uuids, err := disk.AfterWriteImage(ctx, g, dev.Name)

@@ -92,7 +92,7 @@ func fuzzBody(t *testing.T, b []byte) {
 			if _, err := img.Extent(off, n); err != nil {
 				return
 			}
-			if err := readFullAt(img, buf[:n], off); err != nil {
+			if _, err := readFullAt(img, buf[:n], off); err != nil {
 				return
 			}
 		}

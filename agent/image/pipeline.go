@@ -50,7 +50,7 @@ type pipeline struct {
 	done     int64
 	written  atomic.Int64
 	zeroed   atomic.Int64
-	touched  atomic.Bool // something reached the disk
+	touched  atomic.Bool // something may have reached the disk
 }
 
 func newPipeline(ctx context.Context, sink *Sink, total int64, progress func(done, total int64)) *pipeline {
@@ -90,6 +90,9 @@ func (p *pipeline) put(pc piece) error {
 		p.cancel(err)
 		return err
 	}
+	// Once a piece is queued a writer may put it on the disk: from here on
+	// a failure must scrub, whichever stage fails first.
+	p.touched.Store(true)
 	select {
 	case p.out <- pc:
 		return nil
@@ -222,7 +225,7 @@ func (p *pipeline) produceStream(r io.Reader) (int64, error) {
 		if err != nil {
 			return off, err
 		}
-		n, err := io.ReadFull(r, buf)
+		n, err := fill(r, buf)
 		if n > 0 {
 			if perr := p.put(piece{off: off, buf: buf, n: n}); perr != nil {
 				return off, perr
@@ -231,13 +234,29 @@ func (p *pipeline) produceStream(r io.Reader) (int64, error) {
 		} else {
 			p.free <- buf
 		}
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
+		if err == io.EOF {
 			return off, nil
 		}
 		if err != nil {
 			return off, err
 		}
 	}
+}
+
+// fill reads into b until it is full or r fails, returning r's own error:
+// unlike io.ReadFull it never reports a reader's io.ErrUnexpectedEOF (a
+// decompressor's word for a truncated stream) as a short final chunk, and
+// it returns io.EOF only when r said so.
+func fill(r io.Reader, b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		m, err := r.Read(b[n:])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // prefetch reads src on its own goroutine, hashing what it reads, so the

@@ -280,10 +280,13 @@ type fullReader struct {
 	put func()
 }
 
+// The reader asks for no more than the rest of the cluster, and a
+// compressed cluster always inflates to a whole cluster: data that ends
+// first is a corrupt cluster, not the end of the image.
 func (f *fullReader) Read(p []byte) (int, error) {
 	n, err := io.ReadFull(f.r, p)
-	if err == io.ErrUnexpectedEOF {
-		err = io.EOF
+	if err == io.ErrUnexpectedEOF || (err == io.EOF && len(p) > 0) {
+		err = fmt.Errorf("compressed cluster data ends after %d of %d bytes: %w", n, len(p), io.ErrUnexpectedEOF)
 	}
 	return n, err
 }

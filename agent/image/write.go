@@ -162,6 +162,8 @@ func Write(ctx context.Context, req Request) (res Result, err error) {
 		if p != nil && p.touched.Load() {
 			if serr := sink.Scrub(); serr != nil {
 				err = errors.Join(err, serr)
+			} else {
+				err = fmt.Errorf("%w; the first and last MiB of %s were zeroed", err, req.Target)
 			}
 		}
 		return res, err
@@ -177,15 +179,16 @@ func writeStream(ctx context.Context, r io.Reader, h hash.Hash, format any, sink
 	pf := newPrefetch(ctx, r, h)
 	var img io.Reader = pf
 	if f, ok := format.(Format); ok {
-		dec, err := decompressor(f, img)
+		served := &countingReader{r: img}
+		dec, err := decompressor(f, served)
 		if err != nil {
 			return nil, 0, err
 		}
 		defer dec.Close()
-		bd := bufio.NewReaderSize(dec, 64<<10)
+		bd := bufio.NewReaderSize(&checkedStream{format: f, dec: dec, src: served}, 64<<10)
 		inner, err := bd.Peek(DetectLen)
 		if err != nil && err != io.EOF {
-			return nil, 0, fmt.Errorf("decompress %s image: %w", f, err)
+			return nil, 0, err
 		}
 		if in := Detect(inner); in != FormatRaw {
 			return nil, 0, fmt.Errorf("%s inside %s is not supported: only raw images may be compressed", in, f)
@@ -278,7 +281,14 @@ func writeQCOW2(ctx context.Context, src *Source, stream io.Reader, h hash.Hash,
 			var err error
 			for off := range jobs {
 				if err == nil {
-					err = p.produceQCOW2(img, off, info.Size)
+					err = p.produceQCOW2(img, off, info.Size, info.ClusterBits)
+					if err != nil {
+						// Fail the pipeline with the cause itself: the
+						// feed and the other producers stop, and
+						// context.Cause reports this error rather
+						// than "context canceled".
+						p.fail(err)
+					}
 				}
 			}
 			errs <- err
@@ -299,10 +309,10 @@ feed:
 			perr = e
 		}
 	}
-	if perr != nil {
+	err = p.finish(perr) // before cancel: the pipeline keeps the first cause
+	if err != nil {
 		cancel() // stop the hash read too
 	}
-	err = p.finish(perr)
 	if herr := <-hashDone; err == nil {
 		err = herr
 	}
@@ -314,7 +324,7 @@ type readerOnly struct{ io.Reader }
 
 // produceQCOW2 converts the chunk at off: all-zero chunks (unallocated or
 // zero clusters) become zero pieces without reading anything.
-func (p *pipeline) produceQCOW2(img qimage.Image, off, size int64) error {
+func (p *pipeline) produceQCOW2(img qimage.Image, off, size int64, clusterBits uint32) error {
 	n := min(int64(chunkSize), size-off)
 	zero := true
 	for pos := off; pos < off+n && zero; {
@@ -336,28 +346,43 @@ func (p *pipeline) produceQCOW2(img qimage.Image, off, size int64) error {
 	if err != nil {
 		return err
 	}
-	if err := readFullAt(img, buf[:n], off); err != nil {
+	if read, err := readFullAt(img, buf[:n], off); err != nil {
 		p.free <- buf
-		return fmt.Errorf("read qcow2 image at %d: %w", off, err)
+		return &ClusterError{Index: (off + read) >> clusterBits, Offset: off + read, Err: err}
 	}
 	return p.put(piece{off: off, buf: buf, n: int(n)})
 }
 
 // readFullAt fills b from ra at off, accepting short reads that end in io.EOF
 // before the end as the qcow2 reader returns at some cluster boundaries.
-func readFullAt(ra io.ReaderAt, b []byte, off int64) error {
+// It returns how many bytes were read before an error.
+func readFullAt(ra io.ReaderAt, b []byte, off int64) (int64, error) {
+	var read int64
 	for len(b) > 0 {
 		n, err := ra.ReadAt(b, off)
-		b, off = b[n:], off+int64(n)
+		b, off, read = b[n:], off+int64(n), read+int64(n)
 		if len(b) == 0 {
-			return nil
+			return read, nil
 		}
 		if err != nil && (err != io.EOF || n == 0) {
-			return err
+			return read, err
 		}
 		if n == 0 {
-			return io.ErrNoProgress
+			return read, io.ErrNoProgress
 		}
 	}
-	return nil
+	return read, nil
 }
+
+// ClusterError is a qcow2 cluster that could not be read or decompressed.
+type ClusterError struct {
+	Index  int64 // the cluster's number in the guest (virtual) disk
+	Offset int64 // the guest offset the read failed at
+	Err    error // the qcow2 reader's error, with the decompressor's
+}
+
+func (e *ClusterError) Error() string {
+	return fmt.Sprintf("qcow2 cluster %d (guest offset %d) unreadable: %v", e.Index, e.Offset, e.Err)
+}
+
+func (e *ClusterError) Unwrap() error { return e.Err }

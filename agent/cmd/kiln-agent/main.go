@@ -65,6 +65,7 @@ func main() {
 			return inventory.Collect(ctx, inventory.Options{BootIF: cfg.BootIF, CollectLLDP: cfg.CollectLLDP, Logger: log})
 		},
 	}
+	deps.InstallBootloader = hw.InstallBootloader
 	if wantNetwork(cfg.Network, safety.InRamdisk) {
 		deps.NetworkUp = networkUp(cfg, log)
 	}
