@@ -170,7 +170,8 @@ func (s *Server) listPortsCommon(c echo.Context, nodeUUID string, detail bool, p
 	if fields == nil && !detail {
 		fields = proto.PortDefaultListFields
 	}
-	q := store.PortQuery{NodeUUID: nodeUUID, Limit: p.limit, Marker: p.marker, SortKey: p.sortKey, SortDir: p.sortDir}
+	q := store.PortQuery{NodeUUID: nodeUUID, Limit: p.limit, Marker: p.marker, SortKey: p.sortKey, SortDir: p.sortDir,
+		Summary: isDefaultPortFields(fields)}
 	ctx := c.Request().Context()
 	for _, param := range []string{"node_uuid", "node"} {
 		if v := c.QueryParam(param); v != "" {
@@ -198,8 +199,12 @@ func (s *Server) listPortsCommon(c echo.Context, nodeUUID string, detail bool, p
 		}
 		return err
 	}
-	out := make([]map[string]any, 0, len(ports))
+	out := make([]any, 0, len(ports))
 	for _, port := range ports {
+		if q.Summary {
+			out = append(out, portSummaryOf(c, port))
+			continue
+		}
 		doc, err := renderPort(c, port, fields)
 		if err != nil {
 			return err

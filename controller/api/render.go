@@ -92,6 +92,37 @@ func filterDoc(doc map[string]any, minVersion map[string]int, minor int, fields 
 	}
 }
 
+// portSummary is a port in the default list view, its fields in the order
+// encoding/json gives a map's keys, so that it renders byte for byte as the
+// general path does.
+type portSummary struct {
+	Address string       `json:"address"`
+	Links   []proto.Link `json:"links"`
+	UUID    string       `json:"uuid"`
+}
+
+// portSummaryOf shows a port read with PortQuery.Summary. None of its
+// fields can hold a secret: no masking.
+func portSummaryOf(c echo.Context, p *proto.Port) portSummary {
+	return portSummary{Address: p.Address, Links: links(c, "ports/"+p.UUID), UUID: p.UUID}
+}
+
+// isDefaultPortFields reports whether fields asks for exactly the default
+// port list view (uuid, address, links), which the port columns answer.
+func isDefaultPortFields(fields []string) bool {
+	if fields == nil {
+		return false
+	}
+	want := map[string]bool{"uuid": false, "address": false, "links": true} // links are always shown
+	for _, f := range fields {
+		if _, ok := want[f]; !ok {
+			return false
+		}
+		want[f] = true
+	}
+	return want["uuid"] && want["address"]
+}
+
 func isDefaultNodeFields(fields []string) bool {
 	if len(fields) != len(proto.NodeDefaultListFields) {
 		return false

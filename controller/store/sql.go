@@ -589,13 +589,25 @@ func (s *sqlStore) ListPorts(ctx context.Context, q PortQuery) ([]*proto.Port, e
 		where = append(where, "address = ?")
 		args = append(args, strings.ToLower(q.Address))
 	}
-	rows, err := s.list(ctx, "ports", "doc", portSortExprs, where, args, q.SortKey, q.SortDir, q.Marker, q.Limit)
+	cols := "doc"
+	if q.Summary {
+		cols = "uuid, address"
+	}
+	rows, err := s.list(ctx, "ports", cols, portSortExprs, where, args, q.SortKey, q.SortDir, q.Marker, q.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("list ports: %w", err)
 	}
 	defer rows.Close()
 	var out []*proto.Port
 	for rows.Next() {
+		if q.Summary {
+			p := new(proto.Port)
+			if err := rows.Scan(&p.UUID, &p.Address); err != nil {
+				return nil, fmt.Errorf("list ports: %w", err)
+			}
+			out = append(out, p)
+			continue
+		}
 		var doc []byte
 		if err := rows.Scan(&doc); err != nil {
 			return nil, fmt.Errorf("list ports: %w", err)

@@ -179,6 +179,9 @@ type PortQuery struct {
 	Marker            string // port UUID
 	SortKey           string // one of PortSortKeys; "" = insertion order
 	SortDir           string
+	// Summary returns ports with only UUID and Address, read from their
+	// columns without decoding documents: the hot path of GET /v1/ports.
+	Summary bool
 }
 
 // NodeSortKeys are the accepted NodeQuery.SortKey values (node field names).
