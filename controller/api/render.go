@@ -2,7 +2,6 @@ package api
 
 import (
 	"encoding/json"
-	"fmt"
 	"slices"
 	"strings"
 
@@ -40,41 +39,6 @@ func nodeLinks(c echo.Context, n *proto.Node) {
 	n.Volume = links(c, "nodes/"+n.UUID+"/volume")
 }
 
-// renderNode shows n at the request's microversion, limited to fields when
-// fields is non-nil (links always included, as Ironic does).
-func renderNode(c echo.Context, n *proto.Node, fields []string) (map[string]any, error) {
-	if fields != nil && isDefaultNodeFields(fields) {
-		// None of the default list fields can hold a secret: no masking.
-		m := *n
-		nodeLinks(c, &m)
-		doc := fastNodeDoc(&m)
-		if minor(c) < proto.NodeFieldMinVersion["name"] {
-			delete(doc, "name")
-		}
-		return doc, nil
-	}
-	m := maskedNode(n)
-	nodeLinks(c, &m)
-	doc, err := toDoc(m)
-	if err != nil {
-		return nil, fmt.Errorf("render node %s: %w", n.UUID, err)
-	}
-	filterDoc(doc, proto.NodeFieldMinVersion, minor(c), fields)
-	return doc, nil
-}
-
-// renderPort shows p at the request's microversion.
-func renderPort(c echo.Context, p *proto.Port, fields []string) (map[string]any, error) {
-	m := secrets.Port(p)
-	m.Links = links(c, "ports/"+p.UUID)
-	doc, err := toDoc(m)
-	if err != nil {
-		return nil, fmt.Errorf("render port %s: %w", p.UUID, err)
-	}
-	filterDoc(doc, proto.PortFieldMinVersion, minor(c), fields)
-	return doc, nil
-}
-
 // filterDoc drops fields newer than the microversion and, when fields is
 // non-nil, every field not asked for (links are always kept).
 func filterDoc(doc map[string]any, minVersion map[string]int, minor int, fields []string) {
@@ -90,21 +54,6 @@ func filterDoc(doc map[string]any, minVersion map[string]int, minor int, fields 
 			}
 		}
 	}
-}
-
-// portSummary is a port in the default list view, its fields in the order
-// encoding/json gives a map's keys, so that it renders byte for byte as the
-// general path does.
-type portSummary struct {
-	Address string       `json:"address"`
-	Links   []proto.Link `json:"links"`
-	UUID    string       `json:"uuid"`
-}
-
-// portSummaryOf shows a port read with PortQuery.Summary. None of its
-// fields can hold a secret: no masking.
-func portSummaryOf(c echo.Context, p *proto.Port) portSummary {
-	return portSummary{Address: p.Address, Links: links(c, "ports/"+p.UUID), UUID: p.UUID}
 }
 
 // isDefaultPortFields reports whether fields asks for exactly the default
@@ -133,21 +82,6 @@ func isDefaultNodeFields(fields []string) bool {
 		}
 	}
 	return true
-}
-
-// fastNodeDoc builds the default list view without a JSON round trip; node
-// lists are the hottest read path.
-func fastNodeDoc(n *proto.Node) map[string]any {
-	doc := map[string]any{
-		"uuid":            n.UUID,
-		"name":            n.Name,
-		"instance_uuid":   n.InstanceUUID,
-		"power_state":     n.PowerState,
-		"provision_state": n.ProvisionState,
-		"maintenance":     n.Maintenance,
-		"links":           n.Links,
-	}
-	return doc
 }
 
 // parseFields reads ?fields=a,b and checks each against the known fields and
