@@ -4,14 +4,17 @@ BIN      ?= bin
 PKGS     ?= ./...
 # The whole suite, including QEMU and loop-device tests, stays well under 30 minutes.
 TEST_TIMEOUT ?= 25m
+# Tools the scripts and tests run (depmod, losetup, sgdisk, mkfs.vfat, ...)
+# are in /usr/sbin and /sbin, which a normal user's PATH lacks.
+export PATH := $(PATH):/usr/sbin:/sbin
 
 .PHONY: help build test lint run bench fuzz clean
 
-help:
-	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
+help: ## this list: every target, from this Makefile and the */*.mk files it includes
+	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort | awk -F'\t' '{printf "  %-20s %s\n", $$1, $$2}'
 
 build: ## build kiln and kiln-agent (static) into bin/
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/kiln ./controller/cmd/kiln
+	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=auto -o $(BIN)/kiln ./controller/cmd/kiln
 	@if [ -d agent/cmd/kiln-agent ]; then CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/kiln-agent ./agent/cmd/kiln-agent; fi
 
 test: ## run every test (root-only and QEMU tests skip, saying why, when their tools are absent)
@@ -38,7 +41,7 @@ fuzz: ## run each fuzz target briefly (FUZZTIME, default 20s)
 	    echo "== $$t $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $${FUZZTIME:-20s} $$t || exit 1; \
 	  done; done
 
-clean:
+clean: ## remove bin/ and out/ (the built kernel and initramfs)
 	rm -rf $(BIN) out
 
 -include $(wildcard */*.mk */*/*.mk)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/kilnhq/kiln/controller/boot"
+	"github.com/kilnhq/kiln/internal/testtool"
 )
 
 // marker is what initramfs/testinit prints first on the console.
@@ -28,15 +29,12 @@ const marker = "KILN-TESTINIT-UP"
 // loaded its modules, got a DHCP lease and reached this test's HTTP server.
 func TestBootQEMU(t *testing.T) {
 	for _, tool := range []string{"qemu-system-x86_64", "apt-get", "dpkg-deb", "depmod", "modprobe", "zstd"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed: %v", tool, err)
-		}
+		testtool.Need(t, tool)
 	}
 	if _, err := os.Stat("/usr/lib/ipxe/qemu/pxe-virtio.rom"); err != nil {
 		t.Skipf("QEMU's iPXE ROMs (Debian ipxe-qemu) not installed: %v", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	ctx := t.Context()
 
 	files := t.TempDir()
 	kernel, initrd := buildImages(ctx, t, files)
@@ -105,9 +103,27 @@ func TestBootQEMU(t *testing.T) {
 	})
 }
 
-// buildImages runs the real build (scripts/fetch-kernel.sh, build.sh) into dir.
+// The build (fetching the kernel, compiling u-root and the init) and each
+// QEMU boot have their own time limits, so that a slow build on a loaded
+// machine cannot use up the boots' time, and a failure says which ran out.
+// They are safety nets, generous for a loaded 2-core machine (the build alone
+// took 2.5 minutes there), not measurements.
+const (
+	buildTimeout = 10 * time.Minute
+	bootTimeout  = 3 * time.Minute
+)
+
+var (
+	errBuildTimeout = fmt.Errorf("the build timeout (%v) ran out", buildTimeout)
+	errBootTimeout  = fmt.Errorf("the boot timeout (%v) ran out: qemu did not power off", bootTimeout)
+)
+
+// buildImages runs the real build (scripts/fetch-kernel.sh, build.sh) into
+// dir, under buildTimeout.
 func buildImages(ctx context.Context, t *testing.T, dir string) (kernel, initrd string) {
 	t.Helper()
+	ctx, cancel := context.WithTimeoutCause(ctx, buildTimeout, errBuildTimeout)
+	defer cancel()
 	kdir := filepath.Join(dir, "kernel")
 	start := time.Now()
 	run(ctx, t, "..", nil, "scripts/fetch-kernel.sh", kdir)
@@ -131,9 +147,16 @@ func run(ctx context.Context, t *testing.T, dir string, env []string, name strin
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		return
 	}
+	if cause := context.Cause(ctx); cause != nil {
+		t.Fatalf("%s %s: %v after %v\n%s", name, strings.Join(args, " "), cause, time.Since(start).Round(time.Second), out)
+	}
+	testtool.SkipUnavailable(t, name, err, out)
+	t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
 }
 
 // labServer plays the controller: boot scripts and files from
@@ -264,7 +287,7 @@ func (c *console) mustNotSee(t *testing.T, bad ...string) {
 // -no-reboot, so the init's power-off ends it, and returns its console.
 func runQEMU(ctx context.Context, t *testing.T, args []string) *console {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	ctx, cancel := context.WithTimeoutCause(ctx, bootTimeout, errBootTimeout)
 	defer cancel()
 	argv := append([]string{
 		"-machine", "q35", "-cpu", "max", "-smp", "2", "-m", "512",
@@ -289,8 +312,8 @@ func runQEMU(ctx context.Context, t *testing.T, args []string) *console {
 		c.at = append(c.at, time.Since(start))
 	}
 	if err := <-done; err != nil {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			t.Errorf("qemu did not power off within 2 minutes")
+		if cause := context.Cause(ctx); cause != nil {
+			t.Errorf("qemu: %v (ran %v)", cause, time.Since(start).Round(time.Second))
 		} else {
 			t.Errorf("qemu: %v", err)
 		}

@@ -12,6 +12,8 @@
 # kernel modules under /lib/kiln/modules with their load order (the program
 # loads them, see initramfs/modload), and /usr/share/misc/pci.ids.gz.
 set -eu
+PATH=$PATH:/usr/sbin:/sbin
+export PATH
 
 kdir=${1:?usage: build.sh KERNEL_DIR AGENT_PKG OUTPUT}
 agent=${2:?usage: build.sh KERNEL_DIR AGENT_PKG OUTPUT}
@@ -39,8 +41,13 @@ fi
 # mkuimage finds commands through the Go module graph: a workspace joining the
 # repo (the program) with the tools module (u-root) serves both without
 # putting u-root's build dependencies into Kiln's go.mod.
+# Its go line is the newer of the two go.mod files' (a workspace may not be
+# older than its modules), so that any toolchain they accept builds it: a
+# newer line would fail with GOTOOLCHAIN=local, or download a toolchain.
+gover=$(sed -n 's/^go[[:space:]]\{1,\}\([0-9.]*\)[[:space:]]*$/\1/p' "$root/go.mod" "$root/initramfs/tools/go.mod" | sort -V | tail -n 1)
+[ -n "$gover" ] || { echo "build.sh: no go line in $root/go.mod" >&2; exit 1; }
 cat >"$work/go.work" <<EOW
-go 1.26.8
+go $gover
 
 use (
 	$root

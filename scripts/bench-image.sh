@@ -14,6 +14,9 @@
 # (GNU time %M); IPA's path also keeps the whole downloaded image in tmpfs,
 # shown as "staged".
 set -euo pipefail
+# sgdisk, mkfs.vfat and friends are in /usr/sbin or /sbin, off a normal user's PATH.
+PATH=$PATH:/usr/sbin:/sbin
+export PATH
 
 WORK=${WORK:-/dev/shm/kiln-bench}
 SIZE=${SIZE:-2G}

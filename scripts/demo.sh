@@ -8,16 +8,37 @@
 # the deployed OS's marker on the serial console. Everything stays up until
 # Ctrl-C. Needs `make initramfs` first (make demo does it).
 #
-# Environment: DEMO_DIR (default /tmp/kiln-demo), KILN_PORT (6385),
-# BMC_PORT (8000), AGENT_PORT (19999, forwarded to the agent's :9999),
-# DEMO_UEFI (0).
+# Environment (all optional): DEMO_DIR, the run's directory (default: a new
+# kiln-demo.XXXXXX in $TMPDIR, so demos never share or wipe each other's
+# state; an existing DEMO_DIR must be empty); KILN_PORT (default: the first
+# free port from 6385), BMC_PORT (from 8000; the simulator's admin API uses
+# BMC_PORT+99), AGENT_PORT (from 19999, forwarded to the agent's :9999);
+# DEMO_UEFI (0). The directory and ports are printed at the start.
 set -eu
+PATH=$PATH:/usr/sbin:/sbin
+export PATH
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-dir=${DEMO_DIR:-/tmp/kiln-demo}
-kport=${KILN_PORT:-6385}
-bport=${BMC_PORT:-8000}
-aport=${AGENT_PORT:-19999}
+
+# in_use PORT: whether something listens on 127.0.0.1:PORT or *:PORT.
+in_use() { ss -Htln "( sport = :$1 )" 2>/dev/null | grep -q .; }
+# free_port FIRST [OFFSET]: the first port from FIRST with PORT and
+# PORT+OFFSET free and not already chosen in this run (it runs in a
+# subshell, so the caller adds its choice to $chosen).
+chosen=""
+free_port() {
+	p=$1
+	while in_use "$p" || in_use $((p + ${2:-0})) || case " $chosen " in *" $p "*) true ;; *) false ;; esac; do
+		p=$((p + 1))
+	done
+	echo "$p"
+}
+command -v ss >/dev/null || { echo "demo: ss not found (Debian iproute2; scripts/install-deps.sh)" >&2; exit 1; }
+kport=${KILN_PORT:-$(free_port 6385)}
+chosen="$chosen $kport"
+bport=${BMC_PORT:-$(free_port 8000 99)}
+chosen="$chosen $bport $((bport + 99))"
+aport=${AGENT_PORT:-$(free_port 19999)}
 uefi=${DEMO_UEFI:-0}
 api=http://127.0.0.1:$kport
 hdr='X-OpenStack-Ironic-API-Version: 1.95'
@@ -29,9 +50,16 @@ for t in qemu-system-x86_64 qemu-img curl; do
 	command -v $t >/dev/null || { echo "demo: $t not found (scripts/install-deps.sh)" >&2; exit 1; }
 done
 
-rm -rf "$dir"
+if [ -n "${DEMO_DIR:-}" ]; then
+	dir=$DEMO_DIR
+	mkdir -p "$dir"
+	[ -z "$(ls -A "$dir")" ] || { echo "demo: DEMO_DIR $dir is not empty: choose another (or remove it yourself)" >&2; exit 1; }
+else
+	dir=$(mktemp -d "${TMPDIR:-/tmp}/kiln-demo.XXXXXX")
+fi
 mkdir -p "$dir/bin" "$dir/boot" "$dir/vms"
 say() { printf '\033[1m[%s] %s\033[0m\n' "$(date +%T)" "$*"; }
+say "this run: directory $dir; ports: kiln $kport, BMC $bport (admin $((bport + 99))), agent $aport"
 
 say "building kiln, kiln-bmcsim and the test image (mkimage.sh)"
 (cd "$root" && CGO_ENABLED=0 go build -o "$dir/bin/kiln" ./controller/cmd/kiln &&
@@ -47,7 +75,9 @@ cleanup() {
 	wait 2>/dev/null || :
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+# Ctrl-C is how the demo is meant to end: stop everything and exit 0, so
+# that make does not report an error.
+trap 'exit 0' INT TERM
 
 say "kiln serve on $api (database $dir/kiln.db, log $dir/kiln.log)"
 "$dir/bin/kiln" serve --listen "127.0.0.1:$kport" --db "$dir/kiln.db" \
@@ -89,6 +119,14 @@ node=$(call POST /v1/nodes "{\"name\":\"demo\",\"driver\":\"redfish\",\"boot_int
 call POST /v1/ports "{\"node_uuid\":\"$node\",\"address\":\"$mac\",\"pxe_enabled\":true}" >/dev/null
 echo "node $node"
 
+# running_step: the name of the clean or deploy step in the node document on
+# stdin, if one runs. The step object's "args" come first and may hold
+# braces, so the name is the first "step" key after "clean_step": { or
+# "deploy_step": { (an empty object means no step).
+running_step() {
+	sed -n 's/.*"\(clean\|deploy\)_step": *{ *\("[^}].*\)/\2/p' | grep -o '"step": *"[^"]*"' | head -1 | sed 's/.*"\([^"]*\)"$/\1/'
+}
+
 # wait_state STATE: print transitions until the node is in STATE (stable).
 wait_state() {
 	last=""
@@ -97,7 +135,7 @@ wait_state() {
 		st=$(echo "$doc" | field provision_state)
 		tgt=$(echo "$doc" | field target_provision_state)
 		pw=$(echo "$doc" | field power_state)
-		step=$(echo "$doc" | sed -n 's/.*"deploy_step": *{[^}]*"step": *"\([^"]*\)".*/\1/p')
+		step=$(echo "$doc" | running_step)
 		line="$st (power $pw${step:+, step $step})"
 		[ "$line" != "$last" ] && say "  $line" && last=$line
 		[ "$st" = "$1" ] && [ "$tgt" = null ] && return 0

@@ -12,7 +12,17 @@
 #   OUTDIR/pci.ids.gz              Debian's pci.ids (pinned), for PCI inventory
 # Debian's kernel builds storage and NIC drivers as modules and does not mount
 # devtmpfs itself; the initramfs's program loads OUTDIR/modules in order.
+#
+# Exit status 75 (EX_TEMPFAIL) means a package could not be downloaded
+# (offline, or apt's lists not updated): tests skip on it rather than fail.
+#
+# Several builds may share the cache at once (two checkouts, a test and
+# `make initramfs`): every cache entry is written under a temporary name and
+# renamed into place, so none sees another's half-written files.
 set -eu
+# depmod and modprobe are in /usr/sbin or /sbin, not on a normal user's PATH.
+PATH=$PATH:/usr/sbin:/sbin
+export PATH
 
 KERNEL_ABI=${KERNEL_ABI:-6.1.0-57-amd64}
 KERNEL_DEB_VERSION=${KERNEL_DEB_VERSION:-6.1.192-3}
@@ -35,9 +45,9 @@ fetch_deb() {
 		# directory _apt cannot read it warns "unsandboxed", harmlessly.
 		(cd "$tmp" && apt-get download "$1=$2" 2>&1 | grep -v unsandboxed >&2) || :
 		if [ ! -s "$tmp/$(basename "$f")" ]; then
-			echo "fetch-kernel: apt-get download $1=$2 failed (run apt-get update?)" >&2
+			echo "fetch-kernel: apt-get download $1=$2 failed (offline, or run apt-get update?)" >&2
 			rm -rf "$tmp"
-			exit 1
+			exit 75
 		fi
 		mv "$tmp/$(basename "$f")" "$f"
 		rm -rf "$tmp"
@@ -50,12 +60,20 @@ pciids_deb=$(fetch_deb pci.ids "$PCIIDS_DEB_VERSION" all)
 
 root=$cache/root-$KERNEL_ABI-$KERNEL_DEB_VERSION
 if [ ! -f "$root/.done" ]; then
-	rm -rf "$root"
-	mkdir -p "$root"
-	dpkg-deb -x "$deb" "$root"
+	# An unfinished tree left by an older version of this script: move it
+	# aside first (rename is atomic, so only one build removes it).
+	if [ -d "$root" ]; then
+		old=$(mktemp -u "$cache/stale.XXXXXX")
+		mv -T "$root" "$old" 2>/dev/null && rm -rf "$old"
+	fi
+	tmp=$(mktemp -d "$cache/root.XXXXXX")
+	dpkg-deb -x "$deb" "$tmp"
 	# The package ships no modules.dep; build one for modprobe below.
-	depmod -b "$root" "$KERNEL_ABI"
-	touch "$root/.done"
+	depmod -b "$tmp" "$KERNEL_ABI"
+	touch "$tmp/.done"
+	# Another build may have finished first; then its tree is used and ours dropped.
+	mv -T "$tmp" "$root" 2>/dev/null || rm -rf "$tmp"
+	[ -f "$root/.done" ] || { echo "fetch-kernel: $root: not complete after rename" >&2; exit 1; }
 fi
 
 cp "$root/boot/vmlinuz-$KERNEL_ABI" "$out/vmlinuz"

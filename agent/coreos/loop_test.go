@@ -24,15 +24,15 @@ import (
 	"github.com/kilnhq/kiln/agent/disk"
 	"github.com/kilnhq/kiln/agent/netconf"
 	"github.com/kilnhq/kiln/agent/steps"
+	"github.com/kilnhq/kiln/internal/syspath"
+	"github.com/kilnhq/kiln/internal/testtool"
 	"github.com/kilnhq/kiln/proto"
 )
 
 func need(t *testing.T, tools ...string) {
 	t.Helper()
 	for _, tool := range tools {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed: %v", tool, err)
-		}
+		testtool.Need(t, tool)
 	}
 }
 
@@ -130,7 +130,7 @@ func coreosImage(t *testing.T) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := exec.LookPath("mkfs.vfat"); err == nil {
+	if _, err := syspath.LookPath("mkfs.vfat"); err == nil {
 		esp := filepath.Join(dir, "esp.img")
 		run(t, "mkfs.vfat", "-C", "-n", "EFI-SYSTEM", esp, "4096")
 		put(t, b, esp, 1*mib)
@@ -328,13 +328,13 @@ func TestInstallNativeFormats(t *testing.T) {
 	os.WriteFile(rawPath, raw, 0o644)
 	formats := map[string]func() ([]byte, error){
 		"xz": func() ([]byte, error) {
-			if _, err := exec.LookPath("xz"); err != nil {
+			if _, err := syspath.LookPath("xz"); err != nil {
 				return nil, err
 			}
 			return exec.Command("xz", "-T1", "-0", "-c", rawPath).Output()
 		},
 		"qcow2": func() ([]byte, error) {
-			if _, err := exec.LookPath("qemu-img"); err != nil {
+			if _, err := syspath.LookPath("qemu-img"); err != nil {
 				return nil, err
 			}
 			q := filepath.Join(dir, "img.qcow2")

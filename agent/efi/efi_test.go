@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/kilnhq/kiln/internal/testtool"
 )
 
 func unhex(t *testing.T, s string) []byte {
@@ -139,9 +141,7 @@ func TestAddBootEntry(t *testing.T) {
 // TestSetClearsImmutable writes over a variable file marked immutable, as
 // efivarfs marks them.
 func TestSetClearsImmutable(t *testing.T) {
-	if _, err := exec.LookPath("chattr"); err != nil {
-		t.Skipf("chattr not installed: %v", err)
-	}
+	testtool.Need(t, "chattr")
 	if os.Geteuid() != 0 {
 		t.Skip("setting the immutable flag needs root")
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/kilnhq/kiln/agent"
 	"github.com/kilnhq/kiln/agent/disk"
 	"github.com/kilnhq/kiln/agent/steps"
+	"github.com/kilnhq/kiln/internal/testtool"
 	"github.com/kilnhq/kiln/proto"
 )
 
@@ -29,9 +30,7 @@ func need(t *testing.T, tools ...string) {
 		t.Skip("needs root for loop devices")
 	}
 	for _, tool := range tools {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s is not installed", tool)
-		}
+		testtool.Need(t, tool)
 	}
 }
 

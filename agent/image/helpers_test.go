@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/kilnhq/kiln/internal/testtool"
 )
 
 // makeRaw writes a size-byte disk image mixing random, compressible and zero
@@ -65,9 +67,7 @@ func makeRaw(t testing.TB, path string, size, dataEnd int64) {
 
 func needTool(t testing.TB, name string) {
 	t.Helper()
-	if _, err := exec.LookPath(name); err != nil {
-		t.Skipf("%s not installed: %v", name, err)
-	}
+	testtool.Need(t, name)
 }
 
 func run(t testing.TB, name string, args ...string) {

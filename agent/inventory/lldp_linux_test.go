@@ -11,15 +11,14 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/kilnhq/kiln/internal/testtool"
 	"github.com/kilnhq/kiln/proto"
 )
 
 // TestListenLLDPVeth sends an LLDP frame into one end of a veth pair and
 // expects ListenLLDP on the other end to report its TLVs.
 func TestListenLLDPVeth(t *testing.T) {
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skipf("ip (iproute2) not installed: %v", err)
-	}
+	testtool.Need(t, "ip")
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to create a veth pair")
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/insomniacslk/dhcp/dhcpv6"
 	"github.com/insomniacslk/dhcp/dhcpv6/server6"
 	"github.com/insomniacslk/dhcp/iana"
+	"github.com/kilnhq/kiln/internal/testtool"
 	"github.com/vishvananda/netns"
 )
 
@@ -90,9 +91,7 @@ func runHelper(name, arg string) error {
 // requireNetns skips when iproute2 or network namespaces are truly absent.
 func requireNetns(t *testing.T) {
 	t.Helper()
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skipf("ip (iproute2) not installed: %v", err)
-	}
+	testtool.Need(t, "ip")
 	if os.Geteuid() != 0 {
 		t.Skip("network namespaces need root")
 	}

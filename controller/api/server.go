@@ -38,6 +38,9 @@ type Config struct {
 	// AgentLimit limits /v1/lookup and /v1/continue_inspection per source
 	// address; nil: DefaultAgentLimit (see agent_guard.go).
 	AgentLimit *ratelimit.Limiter
+	// ConductorWait bounds how long a boot-device request waits for the
+	// node's conductor to answer [40s].
+	ConductorWait time.Duration
 }
 
 // Server is the /v1 API. It is an http.Handler.
@@ -50,6 +53,7 @@ type Server struct {
 	agentHeartbeatTimeout time.Duration
 	events                *events.Bus
 	agentLimit            *ratelimit.Limiter
+	conductorWait         time.Duration
 }
 
 // New builds the API with every route mounted.
@@ -60,7 +64,11 @@ func New(cfg Config) *Server {
 	if cfg.AgentHeartbeatTimeout <= 0 {
 		cfg.AgentHeartbeatTimeout = time.Minute
 	}
-	s := &Server{store: cfg.Store, conductor: cfg.Conductor, log: cfg.Logger, notifier: cfg.Notify, agentHeartbeatTimeout: cfg.AgentHeartbeatTimeout, events: cfg.Events}
+	if cfg.ConductorWait <= 0 {
+		cfg.ConductorWait = 40 * time.Second
+	}
+	s := &Server{store: cfg.Store, conductor: cfg.Conductor, log: cfg.Logger, notifier: cfg.Notify, agentHeartbeatTimeout: cfg.AgentHeartbeatTimeout, events: cfg.Events,
+		conductorWait: cfg.ConductorWait}
 	s.agentLimit = agentLimiter(cfg.AgentLimit)
 	e := echo.New()
 	e.HideBanner = true

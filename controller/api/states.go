@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,9 +9,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/kilnhq/kiln/controller/deploy"
 	"github.com/kilnhq/kiln/controller/driver"
 	"github.com/kilnhq/kiln/controller/secrets"
+	"github.com/kilnhq/kiln/controller/state"
 	"github.com/kilnhq/kiln/controller/store"
 	"github.com/kilnhq/kiln/proto"
 )
@@ -184,6 +183,11 @@ func recordProvisionRequest(n *proto.Node, req proto.ProvisionRequest, t transit
 	n.TargetProvisionState = t.target
 	n.ProvisionUpdatedAt = proto.Now()
 	n.LastError = nil
+	if req.Target == proto.VerbAbort && state.IsFailed(t.to) {
+		// The failed state and its reason are one change.
+		msg := state.AbortedReason(t.from)
+		n.LastError = &msg
+	}
 	request := proto.Dict{"verb": string(req.Target), "from": string(t.from), "requested_at": n.ProvisionUpdatedAt.Format(proto.TimeLayout)}
 	if req.CleanSteps != nil {
 		request["clean_steps"] = req.CleanSteps
@@ -268,55 +272,6 @@ func (s *Server) setPowerState(c echo.Context) error {
 	return c.NoContent(http.StatusAccepted)
 }
 
-func (s *Server) setBootDevice(c echo.Context) error {
-	obj, err := readJSONObject(c, "boot device")
-	if err != nil {
-		return err
-	}
-	if err := checkFields(c, "boot device", obj, []string{"boot_device", "persistent"}, nil); err != nil {
-		return err
-	}
-	var req proto.BootDeviceRequest
-	if err := decodeInto(obj, &req, "boot device request"); err != nil {
-		return err
-	}
-	ident := c.Param("node")
-	n, err := s.store.UpdateNode(c.Request().Context(), ident, func(n *proto.Node) error {
-		hw, _ := driver.Lookup(n.Driver)
-		if !slices.Contains(hw.BootDevices, req.BootDevice) {
-			return badRequest("Invalid boot device %q for node %s; supported: %v", req.BootDevice, n.UUID, hw.BootDevices)
-		}
-		if n.Reservation != nil {
-			return conflict("Node %s is locked by host %s, please retry after the current operation is completed.", n.UUID, *n.Reservation)
-		}
-		n.DriverInternalInfo[proto.InfoBootDevice] = proto.Dict{"boot_device": req.BootDevice, "persistent": req.Persistent}
-		n.DriverInternalInfo[proto.InfoBootDevicePending] = true
-		return nil
-	})
-	if err != nil {
-		return s.storeError(err, "Node", ident)
-	}
-	s.notify(n.UUID)
-	return c.NoContent(http.StatusNoContent)
-}
-
-func (s *Server) getBootDevice(c echo.Context) error {
-	n, err := s.getNodeOr404(c)
-	if err != nil {
-		return err
-	}
-	out := proto.BootDevice{}
-	if d, ok := n.DriverInternalInfo[proto.InfoBootDevice].(map[string]any); ok {
-		if dev, ok := d["boot_device"].(string); ok {
-			out.BootDevice = &dev
-		}
-		if p, ok := d["persistent"].(bool); ok {
-			out.Persistent = &p
-		}
-	}
-	return c.JSON(http.StatusOK, out)
-}
-
 func (s *Server) getSupportedBootDevices(c echo.Context) error {
 	n, err := s.getNodeOr404(c)
 	if err != nil {
@@ -390,14 +345,15 @@ func (s *Server) validateNode(c echo.Context) error {
 	out := map[string]proto.ValidateResult{}
 	for _, iface := range validated {
 		impl := *interfaceField(n, iface)
-		out[iface] = validateInterface(c.Request().Context(), n, ifs, resolveErr, iface, impl)
+		out[iface] = validateInterface(n, ifs, resolveErr, iface, impl)
 	}
 	return c.JSON(http.StatusOK, out)
 }
 
 // validateInterface asks the node's implementation of iface whether its
-// configuration (driver_info, instance_info) is complete and usable.
-func validateInterface(ctx context.Context, n *proto.Node, ifs driver.Set, resolveErr error, iface, impl string) proto.ValidateResult {
+// configuration (driver_info, instance_info) is complete and usable,
+// without contacting the BMC (see offlineResult).
+func validateInterface(n *proto.Node, ifs driver.Set, resolveErr error, iface, impl string) proto.ValidateResult {
 	yes, no := true, false
 	result := func(err error) proto.ValidateResult {
 		if err != nil {
@@ -419,19 +375,7 @@ func validateInterface(ctx context.Context, n *proto.Node, ifs driver.Set, resol
 			return result(resolveErr)
 		}
 	}
-	switch iface {
-	case "power":
-		return result(ifs.Power.Validate(ctx, n))
-	case "management":
-		return result(ifs.Management.Validate(ctx, n))
-	case "boot":
-		return result(ifs.Boot.Validate(ctx, n))
-	case "inspect":
-		return result(ifs.Inspect.Validate(ctx, n))
-	case "deploy":
-		return result(deploy.Validate(n))
-	}
-	return result(nil)
+	return offlineResult(n, ifs, iface)
 }
 
 func (s *Server) listHistory(c echo.Context) error {

@@ -11,6 +11,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/kilnhq/kiln/internal/syspath"
 )
 
 // ISOConfig configures NewISOBuilder.
@@ -54,7 +56,7 @@ var isoTools = []string{"objcopy", "mkfs.vfat", "mmd", "mcopy", "xorriso"}
 func (b *ISOBuilder) Check() error {
 	var missing []string
 	for _, t := range isoTools {
-		if _, err := exec.LookPath(t); err != nil {
+		if _, err := syspath.LookPath(t); err != nil {
 			missing = append(missing, t)
 		}
 	}
@@ -129,7 +131,12 @@ func (b *ISOBuilder) Build(ctx context.Context, node, kernel, ramdisk, cmdline s
 	}
 	defer os.RemoveAll(work)
 	run := func(name string, args ...string) error {
-		cmd := exec.CommandContext(ctx, name, args...)
+		// mkfs.vfat is in /usr/sbin, off a normal user's PATH.
+		path, err := syspath.LookPath(name)
+		if err != nil {
+			return err
+		}
+		cmd := exec.CommandContext(ctx, path, args...)
 		cmd.Env = append(os.Environ(), "MTOOLS_SKIP_CHECK=1")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("%s: %w: %s", name, err, strings.TrimSpace(string(out)))

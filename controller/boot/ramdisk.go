@@ -16,7 +16,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cavaliergopher/cpio"
+	"github.com/u-root/u-root/pkg/cpio"
 )
 
 // NetworkDataPath is where a node's network data lands inside its ramdisk;
@@ -168,19 +168,17 @@ func (h *ramdiskHandler) archive(key string, data []byte) ([]byte, error) {
 // Its timestamps are zero so that equal data gives equal bytes.
 func NetworkDataArchive(data []byte) ([]byte, error) {
 	var buf bytes.Buffer
-	w := cpio.NewWriter(&buf)
-	for _, d := range []string{"etc", "etc/kiln"} {
-		if err := w.WriteHeader(&cpio.Header{Name: d, Mode: cpio.TypeDir | 0o755, Links: 2}); err != nil {
-			return nil, fmt.Errorf("cpio %s: %w", d, err)
+	w := cpio.Newc.Writer(&buf)
+	for _, r := range []cpio.Record{
+		cpio.Directory("etc", 0o755),
+		cpio.Directory("etc/kiln", 0o755),
+		cpio.StaticRecord(data, cpio.Info{Name: NetworkDataPath, Mode: cpio.S_IFREG | 0o600}),
+	} {
+		if err := w.WriteRecord(r); err != nil {
+			return nil, fmt.Errorf("cpio %s: %w", r.Name, err)
 		}
 	}
-	if err := w.WriteHeader(&cpio.Header{Name: NetworkDataPath, Mode: cpio.TypeReg | 0o600, Size: int64(len(data))}); err != nil {
-		return nil, fmt.Errorf("cpio %s: %w", NetworkDataPath, err)
-	}
-	if _, err := w.Write(data); err != nil {
-		return nil, fmt.Errorf("cpio %s: %w", NetworkDataPath, err)
-	}
-	if err := w.Close(); err != nil {
+	if err := cpio.WriteTrailer(w); err != nil {
 		return nil, fmt.Errorf("cpio trailer: %w", err)
 	}
 	return buf.Bytes(), nil

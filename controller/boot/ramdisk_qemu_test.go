@@ -14,8 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cavaliergopher/cpio"
+	"github.com/kilnhq/kiln/internal/testtool"
 	"github.com/klauspost/compress/zstd"
+	"github.com/u-root/u-root/pkg/cpio"
 )
 
 // TestRamdiskBootsWithNetworkData boots Debian's kernel in QEMU (TCG) on a
@@ -24,9 +25,7 @@ import (
 // archive's files and /etc/kiln/network.yaml from the appended one.
 func TestRamdiskBootsWithNetworkData(t *testing.T) {
 	for _, tool := range []string{"qemu-system-x86_64", "apt-get", "dpkg-deb"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed: %v", tool, err)
-		}
+		testtool.Need(t, tool)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -37,6 +36,7 @@ func TestRamdiskBootsWithNetworkData(t *testing.T) {
 	cmd.Dir = "../.."
 	cmd.Env = append(os.Environ(), "MODULES_LIST=/dev/null")
 	if out, err := cmd.CombinedOutput(); err != nil {
+		testtool.SkipUnavailable(t, "fetch-kernel.sh", err, out)
 		t.Fatalf("fetch-kernel.sh: %v\n%s", err, out)
 	}
 
@@ -52,18 +52,18 @@ func TestRamdiskBootsWithNetworkData(t *testing.T) {
 	}
 	var base bytes.Buffer
 	zw, _ := zstd.NewWriter(&base, zstd.WithEncoderLevel(zstd.SpeedFastest))
-	cw := cpio.NewWriter(zw)
-	for _, f := range []struct {
-		name string
-		mode cpio.FileMode
-		data []byte
-	}{{"init", 0o755, initB}, {"init-marker", 0o644, []byte("x")}} {
-		if err := cw.WriteHeader(&cpio.Header{Name: f.name, Mode: cpio.TypeReg | f.mode, Size: int64(len(f.data))}); err != nil {
+	cw := cpio.Newc.Writer(zw)
+	for _, r := range []cpio.Record{
+		cpio.StaticRecord(initB, cpio.Info{Name: "init", Mode: cpio.S_IFREG | 0o755}),
+		cpio.StaticFile("init-marker", "x", 0o644),
+	} {
+		if err := cw.WriteRecord(r); err != nil {
 			t.Fatal(err)
 		}
-		cw.Write(f.data)
 	}
-	cw.Close()
+	if err := cpio.WriteTrailer(cw); err != nil {
+		t.Fatal(err)
+	}
 	zw.Close()
 	rd := filepath.Join(dir, "kiln-agent.initramfs")
 	os.WriteFile(rd, base.Bytes(), 0o644)

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/kilnhq/kiln/internal/syspath"
 )
 
 type mapNetworkData struct {
@@ -104,7 +106,7 @@ func TestRamdiskHandler(t *testing.T) {
 	}
 
 	// Read the archive back with GNU cpio.
-	if _, err := exec.LookPath("cpio"); err != nil {
+	if _, err := syspath.LookPath("cpio"); err != nil {
 		t.Logf("cpio not installed (%v): archive checked by prefix only", err)
 	} else {
 		arch := filepath.Join(dir, "tail.cpio")

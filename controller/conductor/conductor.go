@@ -41,6 +41,16 @@ type Config struct {
 	// PowerSyncInterval is how often stable nodes' power state is read back
 	// from their BMC [60s]; negative disables it.
 	PowerSyncInterval time.Duration
+	// PowerSyncWorkers bounds the BMCs read at once in a sync round [8].
+	PowerSyncWorkers int
+	// PowerSyncBudget is how long a round may start BMC calls [3/4 of
+	// PowerSyncInterval]; nodes it does not reach go first next round.
+	PowerSyncBudget time.Duration
+	// PowerSyncBMCInterval is the least time between two sync calls to one
+	// BMC [0: one call at a time per BMC, back to back].
+	PowerSyncBMCInterval time.Duration
+	// PowerSyncCallTimeout bounds one node's power read [30s].
+	PowerSyncCallTimeout time.Duration
 	// AgentHeartbeatTimeout is handed to agents (lookup's heartbeat_timeout);
 	// an agent heartbeats every 0.3–0.6 of it [60s].
 	AgentHeartbeatTimeout time.Duration
@@ -61,6 +71,15 @@ func (c *Config) defaults() {
 	}
 	if c.PowerSyncInterval == 0 {
 		c.PowerSyncInterval = time.Minute
+	}
+	if c.PowerSyncWorkers <= 0 {
+		c.PowerSyncWorkers = 8
+	}
+	if c.PowerSyncBudget <= 0 && c.PowerSyncInterval > 0 {
+		c.PowerSyncBudget = c.PowerSyncInterval * 3 / 4
+	}
+	if c.PowerSyncCallTimeout <= 0 {
+		c.PowerSyncCallTimeout = 30 * time.Second
 	}
 	if c.AgentHeartbeatTimeout <= 0 {
 		c.AgentHeartbeatTimeout = time.Minute
@@ -83,12 +102,15 @@ type Conductor struct {
 
 	// latency of heartbeat → next command, for reporting.
 	lat *latencies
+
+	live  liveness
+	power *powerSync
 }
 
 // New builds a conductor; Run starts it.
 func New(cfg Config) *Conductor {
 	cfg.defaults()
-	return &Conductor{
+	c := &Conductor{
 		cfg:    cfg,
 		st:     cfg.Store,
 		log:    cfg.Log.With("conductor", cfg.Name),
@@ -97,6 +119,8 @@ func New(cfg Config) *Conductor {
 		queue:  make(chan string, 65536),
 		lat:    &latencies{},
 	}
+	c.power = newPowerSync(c)
+	return c
 }
 
 // Name is this conductor's name.
@@ -121,11 +145,20 @@ func (c *Conductor) Run(ctx context.Context) error {
 			c.worker(ctx)
 		}()
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		c.housekeeping(ctx)
-	}()
+	// Liveness, peers, the scan and power sync each have a goroutine, so
+	// that none can delay another: above all, no BMC call can hold up the
+	// heartbeat that keeps this conductor's nodes its own.
+	loops := []func(context.Context){c.heartbeatLoop, c.peersLoop, c.scanLoop}
+	if c.cfg.PowerSyncInterval > 0 {
+		loops = append(loops, c.power.loop)
+	}
+	for _, loop := range loops {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			loop(ctx)
+		}()
+	}
 	<-ctx.Done()
 	wg.Wait()
 	unreg, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -214,40 +247,16 @@ func (c *Conductor) worker(ctx context.Context) {
 	}
 }
 
-// housekeeping runs the periodic jobs: liveness heartbeat and ring refresh,
-// the scan for work, callback timeouts and power-state sync.
-func (c *Conductor) housekeeping(ctx context.Context) {
-	hb := time.NewTicker(c.cfg.HeartbeatInterval)
-	scan := time.NewTicker(c.cfg.ScanInterval)
-	defer hb.Stop()
-	defer scan.Stop()
-	var powerSync <-chan time.Time
-	if c.cfg.PowerSyncInterval > 0 {
-		t := time.NewTicker(c.cfg.PowerSyncInterval)
-		defer t.Stop()
-		powerSync = t.C
-	}
+// scanLoop looks for owned nodes with work every ScanInterval.
+func (c *Conductor) scanLoop(ctx context.Context) {
+	t := time.NewTicker(c.cfg.ScanInterval)
+	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-hb.C:
-			if err := c.st.HeartbeatConductor(ctx, c.cfg.Name); err != nil && ctx.Err() == nil {
-				c.log.Warn("conductor heartbeat", "err", err)
-			}
-			if err := c.refreshRing(ctx); err != nil && ctx.Err() == nil {
-				c.log.Warn("refresh ring", "err", err)
-			}
-			if released, err := c.st.ReleaseDead(ctx); err == nil && len(released) > 0 {
-				c.log.Warn("released reservations of dead conductors", "nodes", len(released))
-				for _, u := range released {
-					c.Notify(u)
-				}
-			}
-		case <-scan.C:
+		case <-t.C:
 			c.scan(ctx)
-		case <-powerSync:
-			c.syncPower(ctx)
 		}
 	}
 }

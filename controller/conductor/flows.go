@@ -249,7 +249,8 @@ func (f *flow) abortCleanup(ctx context.Context) error {
 	err := f.setPower(ctx, proto.PowerOff, 0)
 	_ = f.ifs.Boot.CleanUpRamdisk(ctx, n)
 	return f.update(ctx, func(n *proto.Node) {
-		msg := fmt.Sprintf("Operation aborted by request while node was in %v", n.DriverInternalInfo[proto.InfoRequest].(map[string]any)["from"])
+		from, _ := n.DriverInternalInfo[proto.InfoRequest].(map[string]any)["from"].(string)
+		msg := state.AbortedReason(proto.ProvisionState(from))
 		if err != nil {
 			msg += "; powering off failed: " + err.Error()
 		}

@@ -10,8 +10,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/kilnhq/kiln/controller/configdrive"
-	"github.com/kilnhq/kiln/controller/driver"
-	"github.com/kilnhq/kiln/controller/state"
 	"github.com/kilnhq/kiln/controller/store"
 	"github.com/kilnhq/kiln/proto"
 )
@@ -41,47 +39,6 @@ func (c *Conductor) recover(ctx context.Context) {
 		}
 	}
 	c.scan(ctx)
-}
-
-// syncPower reads back the power state of owned stable nodes, so that a
-// machine switched on or off behind Kiln's back shows its real state.
-func (c *Conductor) syncPower(ctx context.Context) {
-	nodes, err := c.st.ListNodes(ctx, store.NodeQuery{})
-	if err != nil {
-		return
-	}
-	for _, n := range nodes {
-		if !c.ownsNode(n) || n.Maintenance || n.Reservation != nil || !state.IsStable(n.ProvisionState) || n.TargetPowerState != nil {
-			continue
-		}
-		if n.PowerState == nil && n.ProvisionState == proto.StateEnroll {
-			continue // credentials not verified yet
-		}
-		ifs, err := driver.Resolve(n)
-		if err != nil {
-			continue
-		}
-		ps, err := ifs.Power.GetPowerState(ctx, n)
-		if err != nil {
-			c.log.Warn("power state sync", "node", n.UUID, "err", err)
-			continue
-		}
-		if n.PowerState != nil && *n.PowerState == ps {
-			continue
-		}
-		_, err = c.st.UpdateNode(ctx, n.UUID, func(cur *proto.Node) error {
-			if cur.Reservation != nil || cur.TargetPowerState != nil {
-				return nil
-			}
-			cur.PowerState = &ps
-			return nil
-		})
-		if err == nil {
-			c.log.Info("power state changed outside Kiln", "node", n.UUID, "power_state", ps)
-			_ = c.st.AddHistory(ctx, n.UUID, proto.HistoryEvent{Severity: "WARNING", EventType: "power_sync", Conductor: c.cfg.Name,
-				Event: fmt.Sprintf("Power state of node %s is %s according to its BMC", n.UUID, ps)})
-		}
-	}
 }
 
 // configDriveFor returns the config drive for write_image: a string as the

@@ -26,7 +26,7 @@ var waitStates = map[proto.ProvisionState]bool{
 func hasWork(n *proto.Node) bool {
 	d := n.DriverInternalInfo
 	if d[proto.InfoRequest] != nil || d[proto.InfoBootDevicePending] == true ||
-		d[proto.InfoHeartbeatPending] != nil || d[proto.InfoInspectionPending] == true {
+		d[proto.InfoHeartbeatPending] != nil || d[proto.InfoInspectionPending] == true || hasManagementRequest(n) {
 		return true
 	}
 	if n.TargetPowerState != nil {
@@ -220,6 +220,7 @@ func (f *flow) act(ctx context.Context) error {
 			n.TargetPowerState = nil
 			delete(n.DriverInternalInfo, proto.InfoRequest)
 			delete(n.DriverInternalInfo, proto.InfoBootDevicePending)
+			failManagementRequest(n, msg)
 		})
 	}
 	f.ifs = ifs
@@ -273,7 +274,13 @@ func (f *flow) act(ctx context.Context) error {
 			return f.fail(ctx, fmt.Sprintf("Kiln conductor restarted while node %s was in %s; the operation was interrupted", n.UUID, n.ProvisionState))
 		}
 	}
-	if n.TargetPowerState != nil {
+	if hasManagementRequest(n) {
+		// A client waits for this answer: it goes before a power change.
+		if err := f.runManagementRequest(ctx); err != nil {
+			return err
+		}
+	}
+	if f.n.TargetPowerState != nil {
 		return f.changePower(ctx)
 	}
 	if n.DriverInternalInfo[proto.InfoBootDevicePending] == true {
@@ -320,14 +327,17 @@ func (f *flow) startFlow(ctx context.Context, req map[string]any) error {
 func (f *flow) verify(ctx context.Context) error {
 	n := f.n
 	if err := f.ifs.Power.Validate(ctx, n); err != nil {
+		f.recordBMCCheck(ctx, "verify", err)
 		return f.fail(ctx, fmt.Sprintf("Failed to validate power driver interface for node %s. Error: %v", n.UUID, err))
 	}
 	ps, err := f.ifs.Power.GetPowerState(ctx, n)
 	if err != nil {
+		f.recordBMCCheck(ctx, "verify", err)
 		return f.fail(ctx, fmt.Sprintf("Failed to get power state for node %s. Error: %v", n.UUID, err))
 	}
 	return f.transition(ctx, state.EvDone, func(n *proto.Node) {
 		n.PowerState = &ps
+		n.DriverInternalInfo[proto.InfoLastBMCCheck] = proto.BMCCheck{At: time.Now(), Operation: "verify"}.Dict()
 		delete(n.DriverInternalInfo, proto.InfoRequest)
 	})
 }

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kilnhq/kiln/internal/syspath"
 )
 
 func TestISOReadableByIsoinfo(t *testing.T) {
@@ -48,7 +50,7 @@ func TestISOReadableByIsoinfo(t *testing.T) {
 		t.Fatal("Encode does not round-trip")
 	}
 
-	isoinfo, err := exec.LookPath("isoinfo")
+	isoinfo, err := syspath.LookPath("isoinfo")
 	if err != nil {
 		t.Skip("isoinfo (genisoimage) not installed: cannot read the ISO back with an independent tool")
 	}

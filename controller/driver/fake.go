@@ -42,13 +42,14 @@ func init() {
 // driver_info["fake_<iface>_error"] when set, so tests can drive failure paths.
 type fakePower struct{ states sync.Map } // node UUID → proto.PowerState
 
-type fakeManagement struct{}
+// fakeManagement holds each node's boot device as a BMC would.
+type fakeManagement struct{ devices sync.Map } // node UUID → BootDeviceState
 type fakeBoot struct{}
 type fakeInspect struct{}
 
 func init() {
 	RegisterPower("fake", &fakePower{})
-	RegisterManagement("fake", fakeManagement{})
+	RegisterManagement("fake", &fakeManagement{})
 	RegisterBoot("fake", fakeBoot{})
 	RegisterInspect("fake", fakeInspect{})
 	RegisterInspect("agent", agentInspect{})
@@ -139,9 +140,36 @@ func (p *fakePower) SetPowerState(ctx context.Context, n *proto.Node, target pro
 	return nil
 }
 
-func (fakeManagement) Validate(ctx context.Context, n *proto.Node) error { return nil }
-func (fakeManagement) SetBootDevice(ctx context.Context, n *proto.Node, device string, persistent bool) error {
-	return fakeAct(ctx, n, "management")
+func (*fakeManagement) Validate(ctx context.Context, n *proto.Node) error { return nil }
+
+// SetBootDevice records device; driver_info fake_boot_devices (a list)
+// models a BMC that allows only those devices.
+func (m *fakeManagement) SetBootDevice(ctx context.Context, n *proto.Node, device string, persistent bool) error {
+	if err := fakeAct(ctx, n, "management"); err != nil {
+		return err
+	}
+	if allowed, ok := n.DriverInfo["fake_boot_devices"].([]any); ok {
+		found := false
+		for _, a := range allowed {
+			found = found || a == device
+		}
+		if !found {
+			return InvalidParameterf("fake BMC: boot device %s is not allowed; it allows %v", device, allowed)
+		}
+	}
+	m.devices.Store(n.UUID, BootDeviceState{Device: device, Persistent: persistent})
+	return nil
+}
+
+// ReadBootDevice implements BootDeviceReader: what SetBootDevice recorded.
+func (m *fakeManagement) ReadBootDevice(ctx context.Context, n *proto.Node) (BootDeviceState, error) {
+	if err := fakeAct(ctx, n, "management"); err != nil {
+		return BootDeviceState{}, err
+	}
+	if v, ok := m.devices.Load(n.UUID); ok {
+		return v.(BootDeviceState), nil
+	}
+	return BootDeviceState{}, nil
 }
 
 func (fakeBoot) Validate(ctx context.Context, n *proto.Node) error { return nil }
@@ -178,3 +206,12 @@ func (noInspect) Validate(ctx context.Context, n *proto.Node) error {
 func (noInspect) Inspect(ctx context.Context, n *proto.Node) (InspectResult, bool, error) {
 	return InspectResult{}, false, errors.New("inspection is not supported by this node's inspect interface (no-inspect)")
 }
+
+// CheckConfig implements ConfigChecker: fake interfaces need no
+// configuration (fake_*_error models a BMC failure, not a bad config).
+func (p *fakePower) CheckConfig(*proto.Node) error     { return nil }
+func (*fakeManagement) CheckConfig(*proto.Node) error  { return nil }
+func (fakeBoot) CheckConfig(*proto.Node) error         { return nil }
+func (fakeInspect) CheckConfig(*proto.Node) error      { return nil }
+func (agentInspect) CheckConfig(*proto.Node) error     { return nil }
+func (n noInspect) CheckConfig(node *proto.Node) error { return n.Validate(context.Background(), node) }

@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kilnhq/kiln/internal/testtool"
 	"github.com/kilnhq/kiln/test/kilnproc"
 )
 
@@ -58,9 +59,7 @@ func needRoot(t *testing.T, tools ...string) {
 		t.Skip("needs root for loop devices")
 	}
 	for _, tool := range append([]string{"losetup"}, tools...) {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s is not installed", tool)
-		}
+		testtool.Need(t, tool)
 	}
 }
 

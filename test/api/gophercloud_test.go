@@ -278,8 +278,9 @@ func TestGophercloudNodesAndPorts(t *testing.T) {
 	if err != nil || !v.Power.Result || !v.Deploy.Result || !v.Boot.Result {
 		t.Fatalf("validate = %+v, %v", v, err)
 	}
-	// A direct deploy without an image, and power credentials the BMC
-	// rejects, fail validation with the reason.
+	// A direct deploy without an image fails validation with the reason.
+	// Credentials the BMC rejects do not: validate never contacts the BMC
+	// (as in Ironic); the conductor's last BMC check is in the reason.
 	if _, err := nodes.Update(ctx, c, other.UUID, nodes.UpdateOpts{
 		nodes.UpdateOperation{Op: nodes.ReplaceOp, Path: "/deploy_interface", Value: "direct"},
 		nodes.UpdateOperation{Op: nodes.AddOp, Path: "/driver_info/fake_power_error", Value: "bad password"},
@@ -287,7 +288,7 @@ func TestGophercloudNodesAndPorts(t *testing.T) {
 		t.Fatal(err)
 	}
 	v, err = nodes.Validate(ctx, c, other.UUID).Extract()
-	if err != nil || v.Deploy.Result || !strings.Contains(v.Deploy.Reason, "image_source") || v.Power.Result || !strings.Contains(v.Power.Reason, "bad password") {
+	if err != nil || v.Deploy.Result || !strings.Contains(v.Deploy.Reason, "image_source") || !v.Power.Result {
 		t.Fatalf("validate = %+v, %v", v, err)
 	}
 

@@ -5,13 +5,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/kilnhq/kiln/internal/testtool"
 	"github.com/stmcginnis/gofish/schemas"
 )
 
@@ -92,9 +92,7 @@ func firstBoot(seg string) string {
 // which then tries the (unbootable) disk first because Once was used up; a
 // virtual CD with a Cd/Once override is tried first at the next power-on.
 func TestQEMUBootOverrideAndReboot(t *testing.T) {
-	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
-		t.Skipf("qemu-system-x86_64 not installed: %v", err)
-	}
+	testtool.Need(t, "qemu-system-x86_64")
 	dir := t.TempDir()
 	disk := filepath.Join(dir, "disk.raw")
 	if err := os.WriteFile(disk, make([]byte, 1<<20), 0o644); err != nil {
@@ -231,9 +229,7 @@ func TestQEMUBootOverrideAndReboot(t *testing.T) {
 // TestQEMUUEFIPxe boots OVMF from pflash with a Pxe/Once override and checks
 // that iPXE's EFI driver configured the NIC; ForceOff then ends the process.
 func TestQEMUUEFIPxe(t *testing.T) {
-	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
-		t.Skipf("qemu-system-x86_64 not installed: %v", err)
-	}
+	testtool.Need(t, "qemu-system-x86_64")
 	for _, f := range []string{"/usr/share/OVMF/OVMF_CODE_4M.fd", "/usr/share/OVMF/OVMF_VARS_4M.fd"} {
 		if _, err := os.Stat(f); err != nil {
 			t.Skipf("OVMF not installed: %v", err)
@@ -304,9 +300,7 @@ func rebootingMBR() []byte {
 // the backend starts it again, now booting the disk first because the
 // Pxe/Once override was used up by the first power-on.
 func TestQEMUGuestRebootUsesNewOrder(t *testing.T) {
-	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
-		t.Skipf("qemu-system-x86_64 not installed: %v", err)
-	}
+	testtool.Need(t, "qemu-system-x86_64")
 	dir := t.TempDir()
 	disk := filepath.Join(dir, "disk.raw")
 	img := append(rebootingMBR(), make([]byte, 1<<20-512)...)

@@ -190,8 +190,9 @@ type controller struct {
 type controllerOpts struct {
 	callbackTimeout       time.Duration
 	agentHeartbeatTimeout time.Duration
-	powerSync             time.Duration // 0: off
-	logTo                 io.Writer     // the controller's and agent client's log (text, debug level); nil: discarded
+	powerSync             time.Duration   // 0: off
+	logTo                 io.Writer       // the controller's and agent client's log (text, debug level); nil: discarded
+	observe               events.Observer // nil: none; sees every node write the API and conductor make
 }
 
 func startController(t testing.TB, o controllerOpts) *controller {
@@ -214,7 +215,11 @@ func startController(t testing.TB, o controllerOpts) *controller {
 	// Node writes go through the watched store, as in kiln serve, so that
 	// GET /v1/events streams them.
 	bus := events.NewBus()
-	wst := events.Watch(st, events.PublishTo(bus))
+	observers := []events.Observer{events.PublishTo(bus)}
+	if o.observe != nil {
+		observers = append(observers, o.observe)
+	}
+	wst := events.Watch(st, observers...)
 	var handler http.Handler
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
 	cond := conductor.New(conductor.Config{

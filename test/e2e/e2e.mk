@@ -1,9 +1,11 @@
 # e2e.mk — Kiln provisioning QEMU machines for real. Included by the top-level
 # Makefile (its */*/*.mk glob); paths are relative to the repo root.
 #
-#   make e2e    builds the agent kernel + initramfs (make initramfs), then runs
-#               test/e2e (build tag e2e): kiln serve + bmcsim QEMU machines,
-#               BIOS and UEFI deploys, a checksum failure, a controller crash.
+#   make e2e    builds the agent kernel + initramfs (make initramfs, skipped
+#               when its inputs are unchanged), then runs test/e2e (build tag
+#               e2e): kiln serve + bmcsim QEMU machines, seven scenarios (BIOS,
+#               UEFI, virtual media, static network x2, a checksum failure, a
+#               controller crash); 4-10 min: 233 s quiet, 460-568 s loaded.
 #               E2E_RUN selects scenarios (go test -run), e.g. E2E_RUN=TestBIOS.
 #   make demo   scripts/demo.sh: one machine deployed end to end, left running.
 
@@ -12,7 +14,7 @@ E2E_TIMEOUT ?= 20m
 
 .PHONY: e2e demo
 
-e2e: initramfs ## Kiln provisioning QEMU machines end to end (test/e2e, ~6 min)
+e2e: initramfs ## Kiln provisioning QEMU machines end to end (test/e2e, 7 scenarios, 4-10 min)
 	$(GO) test -tags e2e -count=1 -v -timeout $(E2E_TIMEOUT) -run '$(E2E_RUN)' ./test/e2e/
 
 demo: initramfs ## kiln serve + one QEMU machine deployed end to end, left running (scripts/demo.sh)

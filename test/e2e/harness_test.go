@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kilnhq/kiln/internal/syspath"
 	"github.com/kilnhq/kiln/test/bmcsim"
 	"github.com/kilnhq/kiln/test/kilnproc"
 )
@@ -86,8 +87,9 @@ func run(m *testing.M) int {
 
 // missing names what the e2e cannot run without ("" when all is there).
 func missing() string {
+	syspath.ExtendPATH() // the harness runs sgdisk and mkfs.vfat by name
 	for _, tool := range []string{"qemu-system-x86_64", "qemu-img", "mcopy", "syslinux", "sgdisk", "objcopy", "zstd", "cpio", "mkfs.vfat"} {
-		if _, err := exec.LookPath(tool); err != nil {
+		if _, err := syspath.LookPath(tool); err != nil {
 			return tool + " not found (apt-get install qemu-system-x86 qemu-utils mtools syslinux gdisk binutils zstd cpio dosfstools)"
 		}
 	}

@@ -9,6 +9,9 @@
 # lookup with its MACs. Needs: mtools, dosfstools, binutils, xorriso,
 # systemd-boot-efi.
 set -eu
+# sgdisk, mkfs.vfat and friends are in /usr/sbin or /sbin, off a normal user's PATH.
+PATH=$PATH:/usr/sbin:/sbin
+export PATH
 
 kernel=${1:?usage: mkagentiso.sh KERNEL INITRAMFS OUTPUT CMDLINE}
 initramfs=${2:?usage: mkagentiso.sh KERNEL INITRAMFS OUTPUT CMDLINE}

@@ -13,6 +13,9 @@
 # the marker line it prints. Needs: go, cpio, gzip, mtools, dosfstools, gdisk,
 # binutils (objcopy), syslinux + syslinux-common, systemd-boot-efi, qemu-utils, zstd.
 set -eu
+# sgdisk, mkfs.vfat and friends are in /usr/sbin or /sbin, off a normal user's PATH.
+PATH=$PATH:/usr/sbin:/sbin
+export PATH
 
 kdir=${1:?usage: mkimage.sh KERNEL_DIR OUTDIR IMAGE_ID}
 out=${2:?usage: mkimage.sh KERNEL_DIR OUTDIR IMAGE_ID}

@@ -5,10 +5,11 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kilnhq/kiln/internal/testtool"
 )
 
 // staticIP is the agent's address in TestStaticNetworkVirtualMedia: QEMU's
@@ -97,9 +98,7 @@ func (l *lab) inspectStatic() {
 // can reach the controller at all; then the machine is inspected, deployed
 // and boots its image.
 func TestStaticNetworkVirtualMedia(t *testing.T) {
-	if _, err := exec.LookPath("xorriso"); err != nil {
-		t.Skip("xorriso not found: the controller builds virtual-media ISOs with it (apt-get install xorriso)")
-	}
+	testtool.Need(t, "xorriso")
 	l := newLab(t, "static", labOpts{uefi: true, guestIP: staticIP})
 	defer l.summary()
 	l.enrollWith("redfish-virtual-media", false, map[string]any{"preprovisioning_network_data": staticDoc(l.mac)})

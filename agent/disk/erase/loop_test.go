@@ -12,6 +12,7 @@ import (
 
 	"github.com/kilnhq/kiln/agent/disk"
 	"github.com/kilnhq/kiln/agent/disk/internal/looptest"
+	"github.com/kilnhq/kiln/internal/syspath"
 )
 
 const mib = 1 << 20
@@ -47,12 +48,12 @@ func signatures(t *testing.T) []signature {
 	}
 	// XFS and btrfs are checked where their tools are installed (CI
 	// installs xfsprogs and btrfs-progs).
-	if _, err := exec.LookPath("mkfs.xfs"); err == nil {
+	if _, err := syspath.LookPath("mkfs.xfs"); err == nil {
 		sigs = append(sigs, signature{320 * mib, "xfs", mkfs("mkfs.xfs", "-q", "-f"), nil})
 	} else {
 		t.Logf("mkfs.xfs not installed: XFS not covered")
 	}
-	if _, err := exec.LookPath("mkfs.btrfs"); err == nil {
+	if _, err := syspath.LookPath("mkfs.btrfs"); err == nil {
 		sigs = append(sigs, signature{128 * mib, "btrfs", mkfs("mkfs.btrfs", "-q", "-f"), nil})
 	} else {
 		t.Logf("mkfs.btrfs not installed: btrfs not covered")

@@ -12,14 +12,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/kilnhq/kiln/internal/testtool"
 )
 
 func needTools(t testing.TB, tools ...string) {
 	t.Helper()
 	for _, tool := range tools {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s is not installed: %v", tool, err)
-		}
+		testtool.Need(t, tool)
 	}
 }
 

@@ -11,9 +11,9 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
+	"golang.org/x/term"
 
 	"github.com/kilnhq/kiln/controller/client"
 	"github.com/kilnhq/kiln/controller/secrets"
@@ -254,7 +254,7 @@ func cell(v any) string {
 // isTerminal reports whether w is an interactive terminal.
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	return ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // errFailed is returned when a command reported its failures itself; main

@@ -40,6 +40,10 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCmd(), newNodeCmd(), newPortCmd(), newDriverCmd())
+	root.AddCommand(newServeCmd(), newNodeCmd(), newPortCmd(), newDriverCmd(), newVersionCmd())
+	// --version prints what `kiln version` does.
+	v := readVersion()
+	root.Version = v.Module
+	root.SetVersionTemplate(v.String())
 	return root
 }

@@ -50,10 +50,12 @@ type serveOptions struct {
 	agentHeartbeatTimeout time.Duration
 	powerSyncInterval     time.Duration
 	agentLimit            ratelimit.Config
+	powerSyncWorkers      int
 	heartbeatInterval     time.Duration
 	deadAfter             time.Duration
 
 	bootDir     string
+	bootDirSet  bool // --boot-dir given: its absence is worth a warning
 	bootUnknown string
 	bootConsole string
 }
@@ -67,6 +69,7 @@ func newServeCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
+			o.bootDirSet = cmd.Flags().Changed("boot-dir")
 			return serve(ctx, o)
 		},
 	}
@@ -92,6 +95,7 @@ func newServeCmd() *cobra.Command {
 	f.DurationVar(&o.powerSyncInterval, "power-sync-interval", time.Minute, "how often power states are read back from BMCs (0 disables)")
 	f.Float64Var(&o.agentLimit.Rate, "agent-lookup-rate", api.DefaultAgentLimit.Rate, "requests per second each source address may make to /v1/lookup and /v1/continue_inspection (0 disables the limit; loopback is never limited)")
 	f.IntVar(&o.agentLimit.Burst, "agent-lookup-burst", api.DefaultAgentLimit.Burst, "burst of /v1/lookup and /v1/continue_inspection requests allowed per source address")
+	f.IntVar(&o.powerSyncWorkers, "power-sync-workers", 8, "BMCs read at once by a power-sync round; a round starts calls for 3/4 of the interval, and nodes not reached go first next round")
 	return cmd
 }
 
@@ -155,7 +159,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	cond := conductor.New(conductor.Config{
 		Store: wst, Agent: agentclient.New(agentclient.Options{Logger: log}), Name: o.conductor, Group: o.group,
 		APIURL: o.apiURL, Log: log, Workers: o.workers, CallbackTimeout: o.callbackTimeout,
-		AgentHeartbeatTimeout: o.agentHeartbeatTimeout, PowerSyncInterval: o.powerSyncInterval,
+		AgentHeartbeatTimeout: o.agentHeartbeatTimeout, PowerSyncInterval: o.powerSyncInterval, PowerSyncWorkers: o.powerSyncWorkers,
 		HeartbeatInterval: o.heartbeatInterval,
 	})
 	condCtx, stopConductor := context.WithCancel(driver.WithBMCObserver(context.Background(), met))
@@ -230,7 +234,13 @@ func mountBoot(a *api.Server, st store.Store, o serveOptions, log *slog.Logger) 
 	e.HEAD("/boot/boot.ipxe", echo.WrapHandler(scripts))
 	var fs http.Handler
 	if _, err := os.Stat(o.bootDir); err != nil {
-		log.Warn("boot files directory missing: /boot/files/ answers 404 until kiln serve restarts with it (make initramfs builds ./out)", "dir", o.bootDir)
+		// The default ./out is absent on every quick-start run, which needs no
+		// boot files: say so only at debug level then.
+		lvl := slog.LevelWarn
+		if !o.bootDirSet {
+			lvl = slog.LevelDebug
+		}
+		log.Log(context.Background(), lvl, "boot files directory missing: /boot/files/ answers 404 until kiln serve restarts with it (make initramfs builds ./out)", "dir", o.bootDir)
 		fs = http.NotFoundHandler()
 	} else if fs, err = boot.NewFileServer(o.bootDir); err != nil {
 		return fmt.Errorf("serve boot files from %s: %w", o.bootDir, err)

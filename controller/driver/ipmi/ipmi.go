@@ -126,11 +126,13 @@ func (d *Driver) lock(ctx context.Context, bmc string) (func(), error) {
 }
 
 // with opens a lanplus session to the node's BMC, runs f and closes it.
-func (d *Driver) with(ctx context.Context, n *proto.Node, what string, f func(c *goipmi.Client) error) error {
+func (d *Driver) with(ctx context.Context, n *proto.Node, what string, f func(c *goipmi.Client) error) (err error) {
 	in, err := ParseInfo(n)
 	if err != nil {
 		return err
 	}
+	// One exchange with the BMC, counted in the caller's BMC metrics.
+	defer func() { driver.ObserveBMC(ctx, HardwareType, what, err) }()
 	unlock, err := d.lock(ctx, in.bmc())
 	if err != nil {
 		return fmt.Errorf("IPMI BMC %s: %s: %w", in.bmc(), what, err)
@@ -381,4 +383,25 @@ func init() {
 		},
 		BootDevices: []string{"pxe", "disk", "safe", "cdrom", "bios"},
 	})
+}
+
+// CheckConfig implements driver.ConfigChecker: driver_info parses.
+func (p *Power) CheckConfig(n *proto.Node) error {
+	_, err := ParseInfo(n)
+	return err
+}
+
+// CheckConfig implements driver.ConfigChecker: driver_info parses.
+func (m *Management) CheckConfig(n *proto.Node) error {
+	_, err := ParseInfo(n)
+	return err
+}
+
+// ReadBootDevice implements driver.BootDeviceReader from the boot flags.
+func (m *Management) ReadBootDevice(ctx context.Context, n *proto.Node) (driver.BootDeviceState, error) {
+	dev, persistent, _, err := m.BootFlags(ctx, n)
+	if err != nil {
+		return driver.BootDeviceState{}, err
+	}
+	return driver.BootDeviceState{Device: dev, Persistent: persistent}, nil
 }

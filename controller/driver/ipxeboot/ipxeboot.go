@@ -45,6 +45,19 @@ func (Boot) Validate(ctx context.Context, n *proto.Node) error {
 	return m.Validate(ctx, n)
 }
 
+// CheckConfig implements driver.ConfigChecker: the network data, and the
+// management interface's own offline check.
+func (Boot) CheckConfig(n *proto.Node) error {
+	if _, err := driver.NetworkData(n); err != nil {
+		return err
+	}
+	m, err := management(n)
+	if err != nil {
+		return err
+	}
+	return driver.CheckConfig(m, n)
+}
+
 // PrepareRamdisk makes the next boot a network boot (once): the served
 // iPXE script then loads the agent.
 func (Boot) PrepareRamdisk(ctx context.Context, n *proto.Node, _ driver.RamdiskParams) error {

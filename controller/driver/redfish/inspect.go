@@ -3,6 +3,7 @@ package redfish
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 
@@ -58,10 +59,11 @@ func (i *Inspect) Inspect(ctx context.Context, n *proto.Node) (driver.InspectRes
 			threads += int(*p.TotalThreads)
 		}
 	}
+	// A processor that states no thread count adds none: as in Ironic, a
+	// BMC that gives no count fails the inspection rather than reporting
+	// one CPU per socket.
 	if threads > 0 {
 		inv.CPU.Count = threads
-	} else if inv.CPU.Count == 0 {
-		inv.CPU.Count = len(procs)
 	}
 	inv.CPU.SocketCount = len(procs)
 	if m := sys.MemorySummary.TotalSystemMemoryGiB; m != nil {
@@ -94,14 +96,62 @@ func (i *Inspect) Inspect(ctx context.Context, n *proto.Node) (driver.InspectRes
 	for _, d := range disks {
 		largest = max(largest, d.Size)
 	}
-	props := proto.Dict{"cpus": inv.CPU.Count, "memory_mb": inv.Memory.PhysicalMB}
+	props := proto.Dict{}
+	if inv.CPU.Count > 0 {
+		props["cpus"] = inv.CPU.Count
+	}
+	if inv.Memory.PhysicalMB > 0 {
+		props["memory_mb"] = inv.Memory.PhysicalMB
+	}
 	if inv.CPU.Architecture != "" {
 		props["cpu_arch"] = inv.CPU.Architecture
 	}
 	if largest > 0 {
 		props["local_gb"] = max(largest>>30-1, 0)
 	}
+	if err := essentialProperties(n, props); err != nil {
+		return driver.InspectResult{}, false, err
+	}
 	return driver.InspectResult{Properties: props, MACs: macs, Inventory: inv}, false, nil
+}
+
+// essentialProperties applies Ironic's rule for out-of-band inspection:
+// cpus, memory_mb and cpu_arch must be known, from the BMC or already on
+// the node, or the inspection fails; a missing local_gb is only a warning
+// and becomes 0 (a disk-less node).
+func essentialProperties(n *proto.Node, props proto.Dict) error {
+	var missing []string
+	for _, k := range []string{"cpu_arch", "cpus", "memory_mb"} {
+		if _, ok := props[k]; !ok && !known(n.Properties[k]) {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("Failed to discover the following properties: %s on node %s", strings.Join(missing, ", "), n.UUID)
+	}
+	if _, ok := props["local_gb"]; !ok {
+		slog.Warn("redfish inspection found no disk of 4 GiB or more: local_gb is 0, assuming a disk-less node", "node", n.UUID)
+		props["local_gb"] = 0
+	}
+	return nil
+}
+
+// known reports whether a property value says something (not absent,
+// empty or zero).
+func known(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return false
+	case string:
+		return x != "" && x != "0"
+	case float64:
+		return x != 0
+	case int:
+		return x != 0
+	case int64:
+		return x != 0
+	}
+	return true
 }
 
 // disks reads Storage drives, falling back to SimpleStorage devices; a BMC

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stmcginnis/gofish/schemas"
 
+	"github.com/kilnhq/kiln/controller/driver"
 	"github.com/kilnhq/kiln/proto"
 )
 
@@ -93,6 +94,15 @@ func (m *Management) GetBootDevice(ctx context.Context, n *proto.Node) (BootDevi
 		d.Device = deviceOf(string(b.BootSourceOverrideTarget))
 	}
 	return d, nil
+}
+
+// ReadBootDevice implements driver.BootDeviceReader.
+func (m *Management) ReadBootDevice(ctx context.Context, n *proto.Node) (driver.BootDeviceState, error) {
+	d, err := m.GetBootDevice(ctx, n)
+	if err != nil {
+		return driver.BootDeviceState{}, err
+	}
+	return driver.BootDeviceState{Device: d.Device, Persistent: d.Persistent}, nil
 }
 
 // SupportedBootDevices lists the devices the system's
@@ -192,7 +202,7 @@ func (s *session) setBootOnce(want BootPatch) error {
 	cur := sys.Boot
 	if want.Target != "" && len(cur.AllowableBootSourceOverrideTargetValues) > 0 &&
 		!slices.Contains(cur.AllowableBootSourceOverrideTargetValues, schemas.BootSource(want.Target)) {
-		return fmt.Errorf("BMC %s: system %s cannot boot from %s: it allows %v", s.endpoint, sys.ODataID, want.Target, cur.AllowableBootSourceOverrideTargetValues)
+		return driver.InvalidParameterf("BMC %s: system %s cannot boot from %s: it allows %v", s.endpoint, sys.ODataID, want.Target, cur.AllowableBootSourceOverrideTargetValues)
 	}
 	var p BootPatch
 	if want.Enabled != "" && want.Enabled != string(cur.BootSourceOverrideEnabled) {
@@ -217,7 +227,13 @@ func (s *session) setBootOnce(want BootPatch) error {
 		}
 	}
 	if err := sys.Patch(sys.ODataID, p.body()); err != nil {
-		return s.fail(fmt.Sprintf("set boot override %+v on %s", p, sys.ODataID), err)
+		err = s.fail(fmt.Sprintf("set boot override %+v on %s", p, sys.ODataID), err)
+		var be *BMCError
+		if errors.As(err, &be) && be.Status == http.StatusBadRequest {
+			// The BMC refused the value itself: its words go back to the client.
+			return driver.InvalidParameter(err)
+		}
+		return err
 	}
 	after, err := s.system()
 	if err != nil {

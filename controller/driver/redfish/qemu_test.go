@@ -3,13 +3,13 @@ package redfish_test
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kilnhq/kiln/controller/driver/redfish"
+	"github.com/kilnhq/kiln/internal/testtool"
 	"github.com/kilnhq/kiln/proto"
 	"github.com/kilnhq/kiln/test/bmcsim"
 )
@@ -51,9 +51,7 @@ func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() boo
 // pxe/once override the first power-on boots from the network; the reboot
 // after it boots from disk, because the BMC used the override up.
 func TestQEMUPxeOnceThenDisk(t *testing.T) {
-	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
-		t.Skipf("qemu-system-x86_64 not installed: %v", err)
-	}
+	testtool.Need(t, "qemu-system-x86_64")
 	ctx := context.Background()
 	dir := t.TempDir()
 	disk := filepath.Join(dir, "disk.raw")

@@ -53,6 +53,6 @@ func init() {
 	driver.Register(driver.HardwareType{
 		Name:        HardwareType,
 		Supported:   supported,
-		BootDevices: []string{"pxe", "disk", "cdrom", "bios"},
+		BootDevices: []string{"pxe", "disk", "cdrom", "bios", "usb"},
 	})
 }

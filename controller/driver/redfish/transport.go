@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/kilnhq/kiln/controller/driver"
 )
 
 // Auth types of driver_info["redfish_auth_type"], as Ironic names them.
@@ -189,6 +191,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	reauthed := false
 	for attempt := 0; ; attempt++ {
 		resp, err := t.once(ctx, req, body)
+		observe(ctx, req, resp, err)
 		var le loginError
 		if errors.As(err, &le) {
 			// Logging in retried already; its error names the request.
@@ -232,6 +235,19 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		backoff = min(backoff*2, t.limits.MaxBackoff)
 	}
+}
+
+// observe counts one request to the BMC in the metrics the caller's
+// context carries (driver.ObserveBMC); an error answer counts as failed.
+func observe(ctx context.Context, req *http.Request, resp *http.Response, err error) {
+	var le loginError
+	if errors.As(err, &le) {
+		return // the login failed (and was counted): the request was not sent
+	}
+	if err == nil && resp.StatusCode >= 400 {
+		err = fmt.Errorf("%d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
+	}
+	driver.ObserveBMC(ctx, HardwareType, req.Method+" "+req.URL.Path, err)
 }
 
 func drain(resp *http.Response) {
@@ -368,6 +384,7 @@ func (t *transport) loginOnce(ctx context.Context, payload []byte) (token, locat
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	resp, err := t.base.RoundTrip(req)
+	observe(ctx, req, resp, err)
 	if err != nil {
 		return "", "", &BMCError{BMC: t.endpoint, Method: "POST", Path: sessionsPath, Answer: err.Error(), Err: err}
 	}

@@ -80,19 +80,8 @@ var _ driver.AgentTokenCarrier = (*VirtualMediaBoot)(nil)
 // Validate checks driver_info, the image inputs, the network data the ISO
 // would carry and that the BMC has a virtual CD drive.
 func (b *VirtualMediaBoot) Validate(ctx context.Context, n *proto.Node) error {
-	_, hasISO := n.DriverInfo["deploy_iso"].(string)
-	k, _ := n.DriverInfo["deploy_kernel"].(string)
-	r, _ := n.DriverInfo["deploy_ramdisk"].(string)
-	if !hasISO && (k == "" || r == "") {
-		return errors.New("redfish-virtual-media needs driver_info deploy_kernel and deploy_ramdisk, or deploy_iso")
-	}
-	if _, err := driver.NetworkData(n); err != nil {
+	if err := b.CheckConfig(n); err != nil {
 		return err
-	}
-	if v, ok := b.ISO.(ISOValidator); ok {
-		if err := v.ValidateISO(n); err != nil {
-			return err
-		}
 	}
 	s, err := b.Pool.open(ctx, n)
 	if err != nil {

@@ -10,15 +10,16 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/kilnhq/kiln/internal/syspath"
+	"github.com/kilnhq/kiln/internal/testtool"
 )
 
 // Need skips the test when a tool is truly absent, naming it.
 func Need(t testing.TB, tools ...string) {
 	t.Helper()
 	for _, tool := range tools {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed: %v", tool, err)
-		}
+		testtool.Need(t, tool)
 	}
 }
 
@@ -97,7 +98,7 @@ func Output(name string, args ...string) string {
 
 // Settle waits for udev to create partition nodes, when udev runs.
 func Settle() {
-	if _, err := exec.LookPath("udevadm"); err == nil {
+	if _, err := syspath.LookPath("udevadm"); err == nil {
 		exec.Command("udevadm", "settle", "--timeout=5").Run()
 	}
 }

@@ -1,0 +1,306 @@
+package conductor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kilnhq/kiln/controller/driver"
+	"github.com/kilnhq/kiln/controller/secrets"
+	"github.com/kilnhq/kiln/controller/state"
+	"github.com/kilnhq/kiln/controller/store"
+	"github.com/kilnhq/kiln/proto"
+)
+
+// bmcCheckRefresh is how often an unchanged, successful BMC check is
+// rewritten: every power-sync round would otherwise write every node.
+const bmcCheckRefresh = 10 * time.Minute
+
+// powerSync reads the power state of owned stable nodes back from their
+// BMCs, so that a machine switched on or off behind Kiln's back shows its
+// real state. A round runs on a bounded pool of workers, never on the
+// conductor's liveness or scan goroutines; the nodes behind one BMC are
+// read one at a time with PowerSyncBMCInterval between them; a round stops
+// starting calls when its budget is spent, and the nodes it did not reach
+// go first in the next round.
+type powerSync struct {
+	c   *Conductor
+	now func() time.Time
+
+	mu       sync.Mutex
+	missed   map[string]bool      // node UUIDs the last round did not reach
+	lastCall map[string]time.Time // BMC key → start of the last call to it
+}
+
+func newPowerSync(c *Conductor) *powerSync {
+	return &powerSync{c: c, now: time.Now, missed: map[string]bool{}, lastCall: map[string]time.Time{}}
+}
+
+// loop runs a round every PowerSyncInterval; a round that overruns delays
+// the next rather than overlapping it.
+func (p *powerSync) loop(ctx context.Context) {
+	t := time.NewTicker(p.c.cfg.PowerSyncInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		p.round(ctx)
+	}
+}
+
+// roundResult is what one round did.
+type roundResult struct {
+	Candidates int // owned stable nodes due a read
+	Reached    int // nodes whose BMC was asked (or which were busy and skipped)
+	Missed     int // nodes left for the next round by the budget
+}
+
+// bmcBatch is the nodes of one round behind one BMC, read in order.
+type bmcBatch struct {
+	key   string
+	nodes []*proto.Node
+}
+
+// bmcKey names the BMC that answers for n, so that nodes sharing one (a
+// chassis manager, a simulator) are paced together. Without an address
+// each node is its own BMC.
+func bmcKey(n *proto.Node) string {
+	for _, k := range []string{"redfish_address", "ipmi_address", "bmc_address"} {
+		if s, ok := n.DriverInfo[k].(string); ok && strings.TrimSpace(s) != "" {
+			return k + "=" + strings.ToLower(strings.TrimSpace(s))
+		}
+	}
+	return "node=" + n.UUID
+}
+
+// planRound groups nodes by BMC, keeping their order, and puts first the
+// BMCs that hold a node the previous round missed.
+func planRound(nodes []*proto.Node, missed map[string]bool) []bmcBatch {
+	idx := map[string]int{}
+	var batches []bmcBatch
+	first := map[string]bool{}
+	for _, n := range nodes {
+		k := bmcKey(n)
+		i, ok := idx[k]
+		if !ok {
+			i = len(batches)
+			idx[k] = i
+			batches = append(batches, bmcBatch{key: k})
+		}
+		batches[i].nodes = append(batches[i].nodes, n)
+		if missed[n.UUID] {
+			first[k] = true
+		}
+	}
+	out := make([]bmcBatch, 0, len(batches))
+	for _, b := range batches {
+		if first[b.key] {
+			// Within the BMC too, the missed nodes go first.
+			var head, tail []*proto.Node
+			for _, n := range b.nodes {
+				if missed[n.UUID] {
+					head = append(head, n)
+				} else {
+					tail = append(tail, n)
+				}
+			}
+			out = append(out, bmcBatch{key: b.key, nodes: append(head, tail...)})
+		}
+	}
+	for _, b := range batches {
+		if !first[b.key] {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// syncDue reports whether n is one of ours and settled enough for its
+// power state to be read back.
+func (c *Conductor) syncDue(n *proto.Node) bool {
+	if !c.ownsNode(n) || n.Maintenance || !state.IsStable(n.ProvisionState) || n.TargetPowerState != nil {
+		return false
+	}
+	if hasWork(n) {
+		return false // the flow about to run reads or sets the power itself
+	}
+	// Enrolled nodes' credentials are not verified yet.
+	return !(n.PowerState == nil && n.ProvisionState == proto.StateEnroll)
+}
+
+// round reads back the power state of every due node, within the budget.
+func (p *powerSync) round(ctx context.Context) roundResult {
+	c := p.c
+	nodes, err := c.st.ListNodes(ctx, store.NodeQuery{})
+	if err != nil {
+		if ctx.Err() == nil {
+			c.log.Warn("power state sync: list nodes", "err", err)
+		}
+		return roundResult{}
+	}
+	var due []*proto.Node
+	for _, n := range nodes {
+		if n.Reservation == nil && c.syncDue(n) {
+			due = append(due, n)
+		}
+	}
+	p.mu.Lock()
+	plan := planRound(due, p.missed)
+	p.mu.Unlock()
+
+	deadline := p.now().Add(c.cfg.PowerSyncBudget)
+	batches := make(chan bmcBatch)
+	var (
+		mu      sync.Mutex
+		missed  = map[string]bool{}
+		reached int
+		wg      sync.WaitGroup
+	)
+	for range min(c.cfg.PowerSyncWorkers, len(plan)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for b := range batches {
+				for i, n := range b.nodes {
+					if ctx.Err() != nil || !p.now().Before(deadline) {
+						mu.Lock()
+						for _, m := range b.nodes[i:] {
+							missed[m.UUID] = true
+						}
+						mu.Unlock()
+						break
+					}
+					if !p.pace(ctx, b.key) {
+						continue
+					}
+					p.syncNode(ctx, n.UUID)
+					mu.Lock()
+					reached++
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for _, b := range plan {
+		batches <- b
+	}
+	close(batches)
+	wg.Wait()
+
+	p.mu.Lock()
+	p.missed = missed
+	p.mu.Unlock()
+	if len(missed) > 0 && ctx.Err() == nil {
+		c.log.Warn("power state sync: round budget spent; the nodes not reached go first next round",
+			"budget", c.cfg.PowerSyncBudget, "reached", reached, "missed", len(missed))
+	}
+	return roundResult{Candidates: len(due), Reached: reached, Missed: len(missed)}
+}
+
+// pace waits until PowerSyncBMCInterval has passed since the last call to
+// BMC key, then records this one; false when ctx ended first.
+func (p *powerSync) pace(ctx context.Context, key string) bool {
+	gap := p.c.cfg.PowerSyncBMCInterval
+	p.mu.Lock()
+	last, seen := p.lastCall[key]
+	p.mu.Unlock()
+	if gap > 0 && seen {
+		if wait := last.Add(gap).Sub(p.now()); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return false
+			case <-t.C:
+			}
+		}
+	}
+	p.mu.Lock()
+	p.lastCall[key] = p.now()
+	p.mu.Unlock()
+	return true
+}
+
+// syncNode reads one node's power state under its reservation, records
+// what the BMC said (the state when it changed, and the check itself for
+// GET …/validate) and releases the node.
+func (p *powerSync) syncNode(ctx context.Context, uuid string) {
+	c := p.c
+	n, err := c.st.Reserve(ctx, uuid, c.cfg.Name)
+	if err != nil {
+		if !errors.Is(err, store.ErrLocked) && !errors.Is(err, store.ErrNotFound) && ctx.Err() == nil {
+			c.log.Warn("power state sync: reserve node", "node", uuid, "err", err)
+		}
+		return // busy: whoever holds it is acting on the node
+	}
+	defer c.releaseAndRequeue(ctx, uuid)
+	if !c.syncDue(n) {
+		return
+	}
+	ifs, err := driver.Resolve(n)
+	if err != nil {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, c.cfg.PowerSyncCallTimeout)
+	ps, err := ifs.Power.GetPowerState(cctx, n)
+	cancel()
+	if ctx.Err() != nil {
+		return
+	}
+	check := proto.BMCCheck{At: p.now(), Operation: "power state"}
+	if err != nil {
+		check.Error = secrets.Scrub(err.Error())
+		c.log.Warn("power state sync", "node", uuid, "err", err)
+	}
+	changed := err == nil && (n.PowerState == nil || *n.PowerState != ps)
+	if !changed && !checkWorthRecording(n, check) {
+		return
+	}
+	_, uerr := c.st.UpdateNode(ctx, uuid, func(cur *proto.Node) error {
+		if cur.DriverInternalInfo == nil {
+			cur.DriverInternalInfo = proto.Dict{}
+		}
+		cur.DriverInternalInfo[proto.InfoLastBMCCheck] = check.Dict()
+		if changed && cur.TargetPowerState == nil {
+			cur.PowerState = &ps
+		}
+		return nil
+	})
+	if uerr != nil {
+		if ctx.Err() == nil {
+			c.log.Warn("power state sync: record", "node", uuid, "err", uerr)
+		}
+		return
+	}
+	if changed {
+		c.log.Info("power state changed outside Kiln", "node", uuid, "power_state", ps)
+		_ = c.st.AddHistory(ctx, uuid, proto.HistoryEvent{Severity: "WARNING", EventType: "power_sync", Conductor: c.cfg.Name,
+			Event: fmt.Sprintf("Power state of node %s is %s according to its BMC", uuid, ps)})
+	}
+}
+
+// checkWorthRecording reports whether check should replace the one stored
+// in n: its outcome differs, or the stored one is old.
+func checkWorthRecording(n *proto.Node, check proto.BMCCheck) bool {
+	prev, ok := proto.LastBMCCheck(n)
+	return !ok || prev.Error != check.Error || check.At.Sub(prev.At) >= bmcCheckRefresh
+}
+
+// releaseAndRequeue releases a node this conductor reserved and queues it
+// when work arrived meanwhile.
+func (c *Conductor) releaseAndRequeue(ctx context.Context, uuid string) {
+	rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.st.Release(rctx, uuid, c.cfg.Name); err != nil && !errors.Is(err, store.ErrNotFound) {
+		c.log.Warn("release node", "node", uuid, "err", err)
+	}
+	if fresh, err := c.st.GetNode(rctx, uuid); err == nil && fresh.Reservation == nil && hasWork(fresh) && ctx.Err() == nil {
+		c.Notify(uuid)
+	}
+}

@@ -1,0 +1,64 @@
+package proto
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Boot-device requests travel from the API to the node's conductor through
+// driver_internal_info: the API records a ManagementRequest, the conductor
+// carries it out under the node's reservation and records a
+// ManagementResult with the same ID, which the waiting API request answers
+// from.
+const (
+	InfoManagementRequest = "kiln_management_request"
+	InfoManagementResult  = "kiln_management_result"
+)
+
+// Management operations.
+const (
+	OpSetBootDevice = "set_boot_device"
+	OpGetBootDevice = "get_boot_device"
+)
+
+// ManagementRequest is one boot-device request waiting for the conductor.
+type ManagementRequest struct {
+	ID          string    `json:"id"`
+	Op          string    `json:"op"`
+	BootDevice  string    `json:"boot_device,omitempty"`
+	Persistent  bool      `json:"persistent,omitempty"`
+	RequestedAt time.Time `json:"requested_at"`
+}
+
+// ManagementResult is the conductor's answer to the request with ID.
+type ManagementResult struct {
+	ID         string  `json:"id"`
+	BootDevice *string `json:"boot_device,omitempty"`
+	Persistent *bool   `json:"persistent,omitempty"`
+	// Error is what failed, in the driver's (the BMC's) words; Invalid says
+	// the request itself was refused (a device the BMC does not allow).
+	Error   string `json:"error,omitempty"`
+	Invalid bool   `json:"invalid,omitempty"`
+}
+
+// ToDict is the form stored in driver_internal_info.
+func ToDict(v any) Dict {
+	b, _ := json.Marshal(v)
+	var d Dict
+	_ = json.Unmarshal(b, &d)
+	return d
+}
+
+// FromDict reads a value stored with ToDict into out; false when key is
+// absent or does not decode.
+func FromDict(d Dict, key string, out any) bool {
+	v, ok := d[key]
+	if !ok || v == nil {
+		return false
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return false
+	}
+	return json.Unmarshal(b, out) == nil
+}
