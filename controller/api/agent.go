@@ -111,6 +111,11 @@ func (s *Server) lookup(c echo.Context) error {
 	if n == nil || !state.LookupAllowed(n.ProvisionState, false) {
 		return notFound("Resource could not be found.")
 	}
+	if _, has := n.DriverInternalInfo[proto.InfoAgentToken]; has || tokenOnBootMedia(n) {
+		// The token was issued already: the answer masks it and nothing
+		// changes, so there is nothing to write.
+		return c.JSON(http.StatusOK, s.lookupDoc(c, n, proto.MaskedToken))
+	}
 	n, token, err := s.issueToken(c, n.UUID)
 	if err != nil {
 		return s.storeError(err, "Node", nodeUUID)

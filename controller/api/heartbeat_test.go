@@ -2,12 +2,15 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/kilnhq/kiln/controller/secrets"
 	"github.com/kilnhq/kiln/controller/store"
 	"github.com/kilnhq/kiln/proto"
 )
@@ -178,4 +181,53 @@ func sameTime(a, b *proto.Time) bool {
 		return a == b
 	}
 	return a.Equal(b.Time)
+}
+
+// A lookup for a node whose token was issued answers it masked and writes
+// nothing; the first lookup issues and stores one.
+func TestLookupWritesOnlyANewToken(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "k.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	n := &proto.Node{UUID: "6b5a4c3d-2e1f-4a0b-9c8d-7e6f5a4b3c2d", Driver: "fake-hardware", ProvisionState: proto.StateDeployWait,
+		DriverInternalInfo: proto.Dict{}}
+	if err := st.CreateNode(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(New(Config{Store: st, Conductor: "c1"}))
+	defer srv.Close()
+	lookup := func() proto.LookupResponse {
+		t.Helper()
+		req, _ := http.NewRequest("GET", srv.URL+"/v1/lookup?node_uuid="+n.UUID, nil)
+		req.Header.Set(proto.HeaderIronicAPIVersion, "1.95")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var doc proto.LookupResponse
+		if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("lookup: %d %v", resp.StatusCode, err)
+		}
+		return doc
+	}
+	first := lookup()
+	if first.Config.AgentToken == "" || first.Config.AgentToken == proto.MaskedToken {
+		t.Fatalf("first lookup gave token %q", first.Config.AgentToken)
+	}
+	stored, _ := st.GetNode(ctx, n.UUID)
+	if stored.DriverInternalInfo[proto.InfoAgentToken] != first.Config.AgentToken {
+		t.Fatalf("stored token %v, answered %q", stored.DriverInternalInfo[proto.InfoAgentToken], first.Config.AgentToken)
+	}
+	second := lookup()
+	if second.Config.AgentToken != proto.MaskedToken || second.Node.DriverInternalInfo[proto.InfoAgentToken] != secrets.Masked {
+		t.Errorf("second lookup: token %q, driver_internal_info %v", second.Config.AgentToken, second.Node.DriverInternalInfo)
+	}
+	after, _ := st.GetNode(ctx, n.UUID)
+	if !sameTime(after.UpdatedAt, stored.UpdatedAt) || after.DriverInternalInfo[proto.InfoAgentToken] != first.Config.AgentToken {
+		t.Errorf("second lookup wrote: updated_at %v → %v", stored.UpdatedAt, after.UpdatedAt)
+	}
 }

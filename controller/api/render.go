@@ -30,15 +30,6 @@ func toDoc(v any) (map[string]any, error) {
 	return doc, nil
 }
 
-// nodeLinks fills in the node's own and sub-resource links.
-func nodeLinks(c echo.Context, n *proto.Node) {
-	n.Links = links(c, "nodes/"+n.UUID)
-	n.Ports = links(c, "nodes/"+n.UUID+"/ports")
-	n.States = links(c, "nodes/"+n.UUID+"/states")
-	n.Portgroups = links(c, "nodes/"+n.UUID+"/portgroups")
-	n.Volume = links(c, "nodes/"+n.UUID+"/volume")
-}
-
 // filterDoc drops fields newer than the microversion and, when fields is
 // non-nil, every field not asked for (links are always kept).
 func filterDoc(doc map[string]any, minVersion map[string]int, minor int, fields []string) {

@@ -72,6 +72,8 @@ type fieldPlan struct {
 	// masked: a shown field can hold a secret, so objects are masked
 	// before they are written.
 	masked bool
+	// shown names the fields in the plan, for the links a node needs.
+	shown map[string]bool
 }
 
 // planFields decides which of all are shown at microversion minor: those
@@ -89,6 +91,10 @@ func planFields(all []wireField, minor int, fields []string) fieldPlan {
 		}
 		p.fields = append(p.fields, f)
 		p.masked = p.masked || f.secret
+		if p.shown == nil {
+			p.shown = map[string]bool{}
+		}
+		p.shown[f.name] = true
 	}
 	return p
 }
@@ -171,7 +177,20 @@ func (w *objectWriter) node(c echo.Context, n *proto.Node, p fieldPlan) error {
 	if p.masked {
 		m = maskedNode(n)
 	}
-	nodeLinks(c, &m)
+	// Only the link lists shown are built: the default list shows one of
+	// five.
+	for _, l := range []struct {
+		field string
+		dst   *[]proto.Link
+		path  string
+	}{
+		{"links", &m.Links, ""}, {"ports", &m.Ports, "/ports"}, {"states", &m.States, "/states"},
+		{"portgroups", &m.Portgroups, "/portgroups"}, {"volume", &m.Volume, "/volume"},
+	} {
+		if p.shown[l.field] {
+			*l.dst = links(c, "nodes/"+n.UUID+l.path)
+		}
+	}
 	return w.object(&m, p)
 }
 

@@ -109,3 +109,12 @@ func TestTypedRenderMatchesReference(t *testing.T) {
 		putWriter(w)
 	}
 }
+
+// nodeLinks fills in every link list of a node, as the former path did.
+func nodeLinks(c echo.Context, n *proto.Node) {
+	n.Links = links(c, "nodes/"+n.UUID)
+	n.Ports = links(c, "nodes/"+n.UUID+"/ports")
+	n.States = links(c, "nodes/"+n.UUID+"/states")
+	n.Portgroups = links(c, "nodes/"+n.UUID+"/portgroups")
+	n.Volume = links(c, "nodes/"+n.UUID+"/volume")
+}
