@@ -55,6 +55,7 @@ var goldenRoutes = []struct{ name, path string }{
 	{"nodes.list.limit2", "/v1/nodes?limit=2"},
 	{"nodes.list.marker", "/v1/nodes?limit=2&marker=" + goldMaint},
 	{"nodes.list.sort-name-desc", "/v1/nodes?sort_key=name&sort_dir=desc"},
+	{"nodes.list.sort-provision-updated", "/v1/nodes?sort_key=provision_updated_at&sort_dir=desc&fields=uuid,provision_updated_at"},
 	{"nodes.list.maintenance", "/v1/nodes?maintenance=true"},
 	{"nodes.list.fault", "/v1/nodes?fault=power%20failure"},
 	{"nodes.list.provision-state", "/v1/nodes?provision_state=active"},

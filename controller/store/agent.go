@@ -109,13 +109,18 @@ func (s *sqlStore) RecordAgent(ctx context.Context, seen AgentView, set []KeyVal
 		paths = append(paths, []string{"provision_updated_at"})
 		args = append(args, stamp)
 	}
+	provCol := ""
+	if touchProvision {
+		provCol = ", provision_updated_at = ?"
+		args = append(args, now.UnixMicro())
+	}
 	args = append(args, now.UnixMicro(), seen.id, string(seen.ProvisionState), seen.Maintenance,
 		deref(seen.Reservation), seen.Token, seen.URL)
 	urlCond := "COALESCE(" + s.d.jsonText("driver_internal_info", proto.InfoAgentURL) + ", '') = ?"
 	if !seen.HasURL {
 		urlCond = "(" + s.d.jsonText("driver_internal_info", proto.InfoAgentURL) + " IS NULL AND ? = '')"
 	}
-	query := "UPDATE nodes SET doc = " + s.d.jsonSet(paths) + ", updated_at = ?" +
+	query := "UPDATE nodes SET doc = " + s.d.jsonSet(paths) + provCol + ", updated_at = ?" +
 		" WHERE id = ? AND provision_state = ? AND maintenance = ? AND COALESCE(reservation, '') = ?" +
 		" AND COALESCE(" + s.d.jsonText("driver_internal_info", proto.InfoAgentToken) + ", '') = ? AND " + urlCond
 	var changed int64

@@ -51,10 +51,14 @@ func TestAgentOfAndRecordAgent(t *testing.T) {
 		if got.UpdatedAt == nil || !got.UpdatedAt.Equal(want.Time) || got.ProvisionUpdatedAt == nil || !got.ProvisionUpdatedAt.Equal(want.Time) {
 			t.Errorf("updated_at %v, provision_updated_at %v; want %v", got.UpdatedAt, got.ProvisionUpdatedAt, want)
 		}
-		// The column is kept in step with the document (sorting on it works).
-		list, err := st.ListNodes(ctx, NodeQuery{SortKey: "updated_at"})
-		if err != nil || len(list) != 1 {
-			t.Fatalf("list by updated_at: %v %v", list, err)
+		// The columns are kept in step with the document.
+		ss := st.(*sqlStore)
+		var upd, prov int64
+		if err := ss.queryRow(ctx, ss.rdb, "SELECT updated_at, provision_updated_at FROM nodes WHERE uuid = ?", n.UUID).Scan(&upd, &prov); err != nil {
+			t.Fatal(err)
+		}
+		if upd != want.UnixMicro() || prov != want.UnixMicro() {
+			t.Errorf("columns updated_at %d provision_updated_at %d, want %d", upd, prov, want.UnixMicro())
 		}
 
 		// A view that is no longer true — the URL is now set, the state

@@ -187,7 +187,7 @@ type PortQuery struct {
 // NodeSortKeys are the accepted NodeQuery.SortKey values (node field names).
 var NodeSortKeys = []string{"id", "uuid", "name", "created_at", "updated_at", "provision_state",
 	"power_state", "driver", "maintenance", "instance_uuid", "conductor_group", "resource_class",
-	"owner", "fault", "reservation"}
+	"owner", "fault", "reservation", "provision_updated_at"}
 
 // PortSortKeys are the accepted PortQuery.SortKey values.
 var PortSortKeys = []string{"id", "uuid", "address", "created_at", "updated_at"}

@@ -31,3 +31,11 @@ CREATE INDEX ports_uuid_sort ON ports (uuid, id);
 CREATE INDEX ports_address_sort ON ports (address, id);
 CREATE INDEX ports_created_at ON ports (created_at, id);
 CREATE INDEX ports_updated_at ON ports (updated_at, id);
+
+-- provision_updated_at is a sort key Ironic clients use; it gets a column
+-- (microseconds since the epoch, 0 for none) filled from the documents.
+ALTER TABLE nodes ADD COLUMN provision_updated_at BIGINT NOT NULL DEFAULT 0;
+UPDATE nodes SET provision_updated_at =
+    round(EXTRACT(EPOCH FROM (doc::jsonb ->> 'provision_updated_at')::timestamptz) * 1000000)::bigint
+  WHERE doc::jsonb ->> 'provision_updated_at' IS NOT NULL;
+CREATE INDEX nodes_provision_updated_at ON nodes (provision_updated_at, id);
