@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"encoding"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -33,6 +34,26 @@ type wireField struct {
 	minVersion int    // microversion that introduced it (0: always there)
 	omitEmpty  bool
 	secret     bool // a free-form object that masking rewrites, or last_error
+	// plain: a string or bool, or a pointer to one, with no JSON or text
+	// marshaller of its own, which object writes without the encoder.
+	plain bool
+}
+
+var (
+	jsonMarshaler = reflect.TypeFor[json.Marshaler]()
+	textMarshaler = reflect.TypeFor[encoding.TextMarshaler]()
+)
+
+// isPlain reports whether t is written by writePlain.
+func isPlain(t reflect.Type) bool {
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Implements(jsonMarshaler) || t.Implements(textMarshaler) ||
+		reflect.PointerTo(t).Implements(jsonMarshaler) || reflect.PointerTo(t).Implements(textMarshaler) {
+		return false
+	}
+	return t.Kind() == reflect.String || t.Kind() == reflect.Bool
 }
 
 // wireFields lists t's JSON fields sorted by name, as encoding/json writes a
@@ -55,7 +76,8 @@ func wireFields(t reflect.Type, minVersion map[string]int, secret []string) []wi
 		}
 		key, _ := json.Marshal(name)
 		out = append(out, wireField{name: name, key: append(key, ':'), index: i, minVersion: minVersion[name],
-			omitEmpty: slices.Contains(strings.Split(opts, ","), "omitempty"), secret: slices.Contains(secret, name)})
+			omitEmpty: slices.Contains(strings.Split(opts, ","), "omitempty"), secret: slices.Contains(secret, name),
+			plain: isPlain(f.Type)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
 	return out
@@ -144,12 +166,48 @@ func (w *objectWriter) object(ptr any, p fieldPlan) error {
 		}
 		first = false
 		w.buf.Write(f.key)
+		if f.plain && w.writePlain(fv) {
+			continue
+		}
 		if err := w.value(fv.Addr().Interface()); err != nil {
 			return fmt.Errorf("render %s: %w", f.name, err)
 		}
 	}
 	w.buf.WriteByte('}')
 	return nil
+}
+
+// writePlain writes a plain field's value as encoding/json would, when
+// that is simple: null, true, false, or a string of printable ASCII that
+// needs no escaping. It reports false, having written nothing, otherwise.
+func (w *objectWriter) writePlain(v reflect.Value) bool {
+	if v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			w.buf.WriteString("null")
+			return true
+		}
+		v = v.Elem()
+	}
+	if v.Kind() == reflect.Bool {
+		if v.Bool() {
+			w.buf.WriteString("true")
+		} else {
+			w.buf.WriteString("false")
+		}
+		return true
+	}
+	str := v.String()
+	for i := 0; i < len(str); i++ {
+		// encoding/json escapes ", \, control characters and, for HTML
+		// safety, <, > and &; anything beyond ASCII takes the encoder too.
+		if c := str[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	w.buf.WriteByte('"')
+	w.buf.WriteString(str)
+	w.buf.WriteByte('"')
+	return true
 }
 
 // isEmpty is encoding/json's omitempty test for the kinds wire structs use.

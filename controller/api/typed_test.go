@@ -59,6 +59,9 @@ func TestTypedRenderMatchesReference(t *testing.T) {
 		if r.IntN(2) == 0 {
 			n.LastError = &lastErr
 		}
+		desc := []string{"plain words", "ünïcödé", "quote\" back\\slash", "\x01ctl\ttab", "", "a\u2028b", "~!@#$%^*()"}[r.IntN(7)]
+		n.Description = &desc
+		n.Owner = &desc
 		if r.IntN(3) == 0 {
 			n.DriverInfo = nil
 		}
