@@ -27,8 +27,13 @@ lint: ## gofmt and go vet
 run: ## run the controller on its embedded SQLite database (127.0.0.1:6385, ./kiln.db)
 	$(GO) run ./controller/cmd/kiln serve
 
-bench: ## run the Go benchmarks
-	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+# Iterations per benchmark: enough for a steady CPU-per-request figure while
+# keeping `make bench` short. BenchmarkScale runs at 1,000 and 10,000 nodes;
+# KILN_BENCH_NODES=1000,10000,100000 make bench adds the 100k check.
+BENCHTIME ?= 100x
+
+bench: ## run the Go benchmarks (API routes, and every list shape at 1k and 10k nodes)
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)
 
 fuzz: ## run each fuzz target briefly (FUZZTIME, default 20s)
 	@for t in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do \

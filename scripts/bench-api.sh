@@ -1,30 +1,52 @@
 #!/usr/bin/env bash
-# Measures the controller's read throughput the way operators' tools load it:
-# GET /v1/nodes?limit=100 and GET /v1/nodes/{uuid} at concurrency 16 with 1,000
-# nodes enrolled, using wrk; prints requests/s, latency and the controller's RSS.
-# Usage: scripts/bench-api.sh [nodes] [seconds]
+# Measures the controller's API the way operators' tools load it, route by
+# route (node list, detail, get, port list and detail, heartbeat) at
+# concurrency 16 with a fleet of fake-hardware nodes (a port each) enrolled
+# through the API: requests/s and the server's CPU-ms per request, read from
+# /proc/<pid>/stat (on a shared machine CPU per request is the steady figure;
+# requests/s depend on the neighbours). The load generator is test/apibench.
+#
+# Usage: scripts/bench-api.sh [nodes] [seconds per route]
+# A second endpoint, measured the same way with the same node set:
+#   SECOND_URL=http://ironic:6385 SECOND_PID=<server or uwsgi master pid> scripts/bench-api.sh
+#   BASELINE=main scripts/bench-api.sh      # a kiln built from that git revision
+# Extra arguments for test/apibench (e.g. -version 1.95) go in APIBENCH_ARGS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NODES=${1:-1000}
 SECS=${2:-10}
-command -v wrk >/dev/null || { echo "wrk not installed (apt-get install wrk)"; exit 1; }
 work=$(mktemp -d)
-trap 'kill $pid 2>/dev/null || true; rm -rf "$work"' EXIT
+pids=()
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"' EXIT
+
+start_kiln() { # start_kiln BINARY NAME → sets url, pid
+  local port=$((20000 + RANDOM % 20000))
+  "$1" serve --listen 127.0.0.1:$port --db "$work/$2.db" --conductor "bench-$2" --log-level warn \
+    --power-sync-interval 0 --agent-lookup-rate 0 &
+  pid=$!
+  pids+=("$pid")
+  url=http://127.0.0.1:$port
+  for _ in $(seq 200); do curl -fs "$url/v1/" >/dev/null && return; sleep 0.1; done
+  echo "kiln ($2) did not start" >&2
+  exit 1
+}
+
 CGO_ENABLED=0 go build -o "$work/kiln" ./controller/cmd/kiln
-port=$((20000 + RANDOM % 20000))
-"$work/kiln" serve --listen 127.0.0.1:$port --db "$work/kiln.db" --log-level warn &
-pid=$!
-url=http://127.0.0.1:$port
-for _ in $(seq 100); do curl -fs "$url/v1/" >/dev/null && break; sleep 0.1; done
-echo "enrolling $NODES nodes…"
-seq "$NODES" | xargs -P 8 -I{} curl -fs -o /dev/null -H 'Content-Type: application/json' \
-  -H 'X-OpenStack-Ironic-API-Version: 1.95' \
-  -d '{"driver":"fake-hardware","name":"bench-{}","driver_info":{"ipmi_password":"x"},"properties":{"cpus":8}}' "$url/v1/nodes"
-uuid=$(curl -fs -H 'X-OpenStack-Ironic-API-Version: 1.95' "$url/v1/nodes?limit=1" | sed 's/.*"uuid":"\([^"]*\)".*/\1/')
-echo "RSS after enrolment: $(grep VmRSS /proc/$pid/status | awk '{print $2/1024 " MiB"}')"
-hdr='X-OpenStack-Ironic-API-Version: 1.95'
-echo "== GET /v1/nodes?limit=100 (c=16, ${SECS}s)"
-wrk -t2 -c16 -d"${SECS}s" --latency -H "$hdr" "$url/v1/nodes?limit=100" | grep -E 'Requests/sec|Latency|50%|99%'
-echo "== GET /v1/nodes/{uuid} (c=16, ${SECS}s)"
-wrk -t2 -c16 -d"${SECS}s" --latency -H "$hdr" "$url/v1/nodes/$uuid" | grep -E 'Requests/sec|Latency|50%|99%'
-echo "controller RSS: $(grep VmRSS /proc/$pid/status | awk '{print $2/1024 " MiB"}'), peak $(grep VmHWM /proc/$pid/status | awk '{print $2/1024 " MiB"}')"
+go build -o "$work/apibench" ./test/apibench
+start_kiln "$work/kiln" current
+args=(-url "$url" -pid "$pid")
+kpid=$pid
+if [ -n "${BASELINE:-}" ]; then
+  mkdir "$work/baseline"
+  git archive "$BASELINE" | tar -x -C "$work/baseline"
+  (cd "$work/baseline" && CGO_ENABLED=0 go build -o "$work/kiln-baseline" ./controller/cmd/kiln)
+  start_kiln "$work/kiln-baseline" baseline
+  echo "second endpoint: kiln built from $BASELINE ($(git rev-parse --short "$BASELINE"))"
+  args+=(-url2 "$url" -pid2 "$pid")
+elif [ -n "${SECOND_URL:-}" ]; then
+  args+=(-url2 "$SECOND_URL" -pid2 "${SECOND_PID:-0}")
+fi
+echo "first endpoint: kiln built from the work tree ($(git rev-parse --short HEAD)$(git diff --quiet || echo '+changes'))"
+# shellcheck disable=SC2086 # APIBENCH_ARGS is a list of flags
+"$work/apibench" "${args[@]}" -enroll "$NODES" -d "${SECS}s" ${APIBENCH_ARGS:-}
+echo "kiln RSS: $(awk '/VmRSS/{print $2/1024 " MiB"}' /proc/$kpid/status), peak $(awk '/VmHWM/{print $2/1024 " MiB"}' /proc/$kpid/status)"

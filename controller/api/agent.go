@@ -1,7 +1,6 @@
 package api
 
 import (
-	"crypto/subtle"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -113,6 +112,11 @@ func (s *Server) lookup(c echo.Context) error {
 	if n == nil || !state.LookupAllowed(n.ProvisionState, false) {
 		return notFound("Resource could not be found.")
 	}
+	if _, has := n.DriverInternalInfo[proto.InfoAgentToken]; has || tokenOnBootMedia(n) {
+		// The token was issued already: the answer masks it and nothing
+		// changes, so there is nothing to write.
+		return c.JSON(http.StatusOK, s.lookupDoc(c, n, proto.MaskedToken))
+	}
 	n, token, err := s.issueToken(c, n.UUID)
 	if err != nil {
 		return s.storeError(err, "Node", nodeUUID)
@@ -142,7 +146,8 @@ func (s *Server) heartbeat(c echo.Context) error {
 	}
 	ident := c.Param("node")
 	ctx := c.Request().Context()
-	if _, err := s.store.GetNode(ctx, ident); err != nil {
+	view, err := s.store.AgentOf(ctx, ident)
+	if err != nil {
 		return s.storeError(err, "Node", ident)
 	}
 	if hb.AgentVersion == "" {
@@ -160,42 +165,12 @@ func (s *Server) heartbeat(c echo.Context) error {
 	if hb.AgentVerifyCA != "" && !strings.HasPrefix(hb.CallbackURL, "https://") {
 		hb.CallbackURL = "https://" + strings.TrimPrefix(hb.CallbackURL, "http://")
 	}
-	act := false
-	n, err := s.store.UpdateNode(ctx, ident, func(n *proto.Node) error {
-		want, _ := n.DriverInternalInfo[proto.InfoAgentToken].(string)
-		if want == "" || subtle.ConstantTimeCompare([]byte(want), []byte(hb.AgentToken)) != 1 {
-			return badRequest("Invalid or missing agent token received.")
-		}
-		if prev, _ := n.DriverInternalInfo[proto.InfoAgentURL].(string); prev != "" && prev != hb.CallbackURL {
-			return badRequest("Heartbeat from %s refused: node %s's agent is at %s (agent URLs are pinned until the agent is restarted)", hb.CallbackURL, n.UUID, prev)
-		}
-		if n.Reservation != nil && n.DriverInternalInfo[proto.InfoAgentURL] == nil {
-			return conflict("Node %s is locked by host %s, please retry after the current operation is completed.", n.UUID, *n.Reservation)
-		}
-		action := state.Heartbeat(n.ProvisionState, false, n.Maintenance)
-		record := action != state.HeartbeatIgnore || n.ProvisionState == proto.StateInspectWait || n.ProvisionState == proto.StateInspecting
-		if !record {
-			return nil
-		}
-		now := time.Now().UTC().Format(time.RFC3339Nano)
-		n.DriverInternalInfo[proto.InfoAgentURL] = hb.CallbackURL
-		n.DriverInternalInfo[proto.InfoAgentVersion] = hb.AgentVersion
-		n.DriverInternalInfo[proto.InfoAgentLastHeartbeat] = now
-		if hb.AgentVerifyCA != "" {
-			n.DriverInternalInfo[proto.InfoAgentVerifyCA] = hb.AgentVerifyCA
-		}
-		if action == state.HeartbeatAct {
-			n.DriverInternalInfo[proto.InfoHeartbeatPending] = now
-			n.ProvisionUpdatedAt = proto.Now()
-			act = true
-		}
-		return nil
-	})
+	act, err := s.recordHeartbeat(ctx, ident, view, &hb)
 	if err != nil {
 		return s.storeError(err, "Node", ident)
 	}
 	if act {
-		s.notify(n.UUID)
+		s.notify(view.UUID)
 	}
 	return c.NoContent(http.StatusAccepted)
 }

@@ -158,21 +158,14 @@ func (s *Server) listNodesCommon(c echo.Context, detail bool, path string) error
 		}
 		return err
 	}
-	out := make([]map[string]any, 0, len(nodes))
-	for _, n := range nodes {
-		doc, err := renderNode(c, n, fields)
-		if err != nil {
-			return err
-		}
-		out = append(out, doc)
-	}
-	body := map[string]any{"nodes": out}
+	next := ""
 	if len(nodes) > 0 {
-		if next := nextLink(c, path, p, len(nodes), nodes[len(nodes)-1].UUID); next != "" {
-			body["next"] = next
-		}
+		next = nextLink(c, path, p, len(nodes), nodes[len(nodes)-1].UUID)
 	}
-	return c.JSON(http.StatusOK, body)
+	plan := nodePlan(c, fields)
+	return sendList(c, "nodes", len(nodes), next, func(w *objectWriter, i int) error {
+		return w.node(c, nodes[i], plan)
+	})
 }
 
 func (s *Server) getNode(c echo.Context) error {
@@ -184,11 +177,7 @@ func (s *Server) getNode(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	doc, err := renderNode(c, n, fields)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, doc)
+	return sendNode(c, http.StatusOK, n, fields)
 }
 
 func (s *Server) createNode(c echo.Context) error {
@@ -238,12 +227,8 @@ func (s *Server) createNode(c echo.Context) error {
 		return s.storeError(err, "Node", ident)
 	}
 	s.history(c, n.UUID, "INFO", "Node created with driver "+n.Driver)
-	doc, err := renderNode(c, &n, nil)
-	if err != nil {
-		return err
-	}
 	c.Response().Header().Set("Location", baseURL(c)+"/v1/nodes/"+n.UUID)
-	return c.JSON(http.StatusCreated, doc)
+	return sendNode(c, http.StatusCreated, &n, nil)
 }
 
 // completeNode checks the fields a client may set and fills in defaults: the

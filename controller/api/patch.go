@@ -127,11 +127,7 @@ func (s *Server) patchNode(c echo.Context) error {
 	if err != nil {
 		return s.storeError(err, "Node", ident)
 	}
-	doc, err := renderNode(c, n, nil)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, doc)
+	return sendNode(c, http.StatusOK, n, nil)
 }
 
 // resetInterfaces sets every interface the patch did not name to the new

@@ -74,12 +74,8 @@ func (s *Server) createPort(c echo.Context) error {
 		}
 		return s.storeError(err, "Port", ident)
 	}
-	doc, err := renderPort(c, &p, nil)
-	if err != nil {
-		return err
-	}
 	c.Response().Header().Set("Location", baseURL(c)+"/v1/ports/"+p.UUID)
-	return c.JSON(http.StatusCreated, doc)
+	return sendPort(c, http.StatusCreated, &p, nil)
 }
 
 // completePort validates the client-settable port fields and fills defaults.
@@ -123,11 +119,7 @@ func (s *Server) getPort(c echo.Context) error {
 	if err != nil {
 		return s.storeError(err, "Port", id)
 	}
-	doc, err := renderPort(c, p, fields)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, doc)
+	return sendPort(c, http.StatusOK, p, fields)
 }
 
 func (s *Server) listPorts(c echo.Context) error {
@@ -170,7 +162,8 @@ func (s *Server) listPortsCommon(c echo.Context, nodeUUID string, detail bool, p
 	if fields == nil && !detail {
 		fields = proto.PortDefaultListFields
 	}
-	q := store.PortQuery{NodeUUID: nodeUUID, Limit: p.limit, Marker: p.marker, SortKey: p.sortKey, SortDir: p.sortDir}
+	q := store.PortQuery{NodeUUID: nodeUUID, Limit: p.limit, Marker: p.marker, SortKey: p.sortKey, SortDir: p.sortDir,
+		Summary: isDefaultPortFields(fields)}
 	ctx := c.Request().Context()
 	for _, param := range []string{"node_uuid", "node"} {
 		if v := c.QueryParam(param); v != "" {
@@ -198,21 +191,14 @@ func (s *Server) listPortsCommon(c echo.Context, nodeUUID string, detail bool, p
 		}
 		return err
 	}
-	out := make([]map[string]any, 0, len(ports))
-	for _, port := range ports {
-		doc, err := renderPort(c, port, fields)
-		if err != nil {
-			return err
-		}
-		out = append(out, doc)
-	}
-	body := map[string]any{"ports": out}
+	next := ""
 	if len(ports) > 0 {
-		if next := nextLink(c, path, p, len(ports), ports[len(ports)-1].UUID); next != "" {
-			body["next"] = next
-		}
+		next = nextLink(c, path, p, len(ports), ports[len(ports)-1].UUID)
 	}
-	return c.JSON(http.StatusOK, body)
+	plan := planFields(portWireFields, minor(c), fields)
+	return sendList(c, "ports", len(ports), next, func(w *objectWriter, i int) error {
+		return w.port(c, ports[i], plan)
+	})
 }
 
 func (s *Server) patchPort(c echo.Context) error {
@@ -252,11 +238,7 @@ func (s *Server) patchPort(c echo.Context) error {
 	if err != nil {
 		return s.storeError(err, "Port", id)
 	}
-	doc, err := renderPort(c, p, nil)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, doc)
+	return sendPort(c, http.StatusOK, p, nil)
 }
 
 func (s *Server) deletePort(c echo.Context) error {

@@ -2,7 +2,6 @@ package api
 
 import (
 	"encoding/json"
-	"fmt"
 	"slices"
 	"strings"
 
@@ -31,50 +30,6 @@ func toDoc(v any) (map[string]any, error) {
 	return doc, nil
 }
 
-// nodeLinks fills in the node's own and sub-resource links.
-func nodeLinks(c echo.Context, n *proto.Node) {
-	n.Links = links(c, "nodes/"+n.UUID)
-	n.Ports = links(c, "nodes/"+n.UUID+"/ports")
-	n.States = links(c, "nodes/"+n.UUID+"/states")
-	n.Portgroups = links(c, "nodes/"+n.UUID+"/portgroups")
-	n.Volume = links(c, "nodes/"+n.UUID+"/volume")
-}
-
-// renderNode shows n at the request's microversion, limited to fields when
-// fields is non-nil (links always included, as Ironic does).
-func renderNode(c echo.Context, n *proto.Node, fields []string) (map[string]any, error) {
-	if fields != nil && isDefaultNodeFields(fields) {
-		// None of the default list fields can hold a secret: no masking.
-		m := *n
-		nodeLinks(c, &m)
-		doc := fastNodeDoc(&m)
-		if minor(c) < proto.NodeFieldMinVersion["name"] {
-			delete(doc, "name")
-		}
-		return doc, nil
-	}
-	m := maskedNode(n)
-	nodeLinks(c, &m)
-	doc, err := toDoc(m)
-	if err != nil {
-		return nil, fmt.Errorf("render node %s: %w", n.UUID, err)
-	}
-	filterDoc(doc, proto.NodeFieldMinVersion, minor(c), fields)
-	return doc, nil
-}
-
-// renderPort shows p at the request's microversion.
-func renderPort(c echo.Context, p *proto.Port, fields []string) (map[string]any, error) {
-	m := secrets.Port(p)
-	m.Links = links(c, "ports/"+p.UUID)
-	doc, err := toDoc(m)
-	if err != nil {
-		return nil, fmt.Errorf("render port %s: %w", p.UUID, err)
-	}
-	filterDoc(doc, proto.PortFieldMinVersion, minor(c), fields)
-	return doc, nil
-}
-
 // filterDoc drops fields newer than the microversion and, when fields is
 // non-nil, every field not asked for (links are always kept).
 func filterDoc(doc map[string]any, minVersion map[string]int, minor int, fields []string) {
@@ -92,6 +47,22 @@ func filterDoc(doc map[string]any, minVersion map[string]int, minor int, fields 
 	}
 }
 
+// isDefaultPortFields reports whether fields asks for exactly the default
+// port list view (uuid, address, links), which the port columns answer.
+func isDefaultPortFields(fields []string) bool {
+	if fields == nil {
+		return false
+	}
+	want := map[string]bool{"uuid": false, "address": false, "links": true} // links are always shown
+	for _, f := range fields {
+		if _, ok := want[f]; !ok {
+			return false
+		}
+		want[f] = true
+	}
+	return want["uuid"] && want["address"]
+}
+
 func isDefaultNodeFields(fields []string) bool {
 	if len(fields) != len(proto.NodeDefaultListFields) {
 		return false
@@ -102,21 +73,6 @@ func isDefaultNodeFields(fields []string) bool {
 		}
 	}
 	return true
-}
-
-// fastNodeDoc builds the default list view without a JSON round trip; node
-// lists are the hottest read path.
-func fastNodeDoc(n *proto.Node) map[string]any {
-	doc := map[string]any{
-		"uuid":            n.UUID,
-		"name":            n.Name,
-		"instance_uuid":   n.InstanceUUID,
-		"power_state":     n.PowerState,
-		"provision_state": n.ProvisionState,
-		"maintenance":     n.Maintenance,
-		"links":           n.Links,
-	}
-	return doc
 }
 
 // parseFields reads ?fields=a,b and checks each against the known fields and

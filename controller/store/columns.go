@@ -15,7 +15,7 @@ import (
 // cannot drift from the document.
 var nodeColumns = []string{"uuid", "name", "driver", "provision_state", "power_state", "maintenance",
 	"instance_uuid", "conductor_group", "resource_class", "owner", "fault", "reservation",
-	"created_at", "updated_at", "doc"}
+	"created_at", "updated_at", "provision_updated_at", "doc"}
 
 // nodeValues extracts the indexed columns and the JSON document from n. The
 // document leaves out Reservation (the reservation column is authoritative, so
@@ -34,7 +34,7 @@ func nodeValues(n *proto.Node) ([]any, error) {
 	}
 	return []any{n.UUID, nullable(n.Name), n.Driver, string(n.ProvisionState), power, n.Maintenance,
 		deref(n.InstanceUUID), n.ConductorGroup, deref(n.ResourceClass), deref(n.Owner), deref(n.Fault),
-		nullable(n.Reservation), micros(n.CreatedAt), micros(n.UpdatedAt), string(b)}, nil
+		nullable(n.Reservation), micros(n.CreatedAt), micros(n.UpdatedAt), micros(n.ProvisionUpdatedAt), string(b)}, nil
 }
 
 // decodeNode rebuilds a node from its document and reservation column.
@@ -55,7 +55,7 @@ var nodeSortExprs = map[string]string{
 	"updated_at": "updated_at", "provision_state": "provision_state", "power_state": "power_state",
 	"driver": "driver", "maintenance": "maintenance", "instance_uuid": "instance_uuid",
 	"conductor_group": "conductor_group", "resource_class": "resource_class", "owner": "owner",
-	"fault": "fault", "reservation": "COALESCE(reservation, '')",
+	"fault": "fault", "reservation": "COALESCE(reservation, '')", "provision_updated_at": "provision_updated_at",
 }
 
 // portColumns are the ports table's columns besides id and node_id.

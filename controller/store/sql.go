@@ -249,9 +249,8 @@ func affectedOne(r sql.Result, err error, doing, what string) error {
 	return nil
 }
 
-func (s *sqlStore) ListNodes(ctx context.Context, q NodeQuery) ([]*proto.Node, error) {
-	var where []string
-	var args []any
+// nodeWhere is the WHERE clause of a NodeQuery's filters.
+func nodeWhere(q NodeQuery) (where []string, args []any) {
 	for _, f := range []struct{ col, val string }{
 		{"provision_state", q.ProvisionState}, {"driver", q.Driver}, {"conductor_group", q.ConductorGroup},
 		{"resource_class", q.ResourceClass}, {"instance_uuid", q.InstanceUUID}, {"owner", q.Owner}, {"fault", q.Fault},
@@ -272,6 +271,11 @@ func (s *sqlStore) ListNodes(ctx context.Context, q NodeQuery) ([]*proto.Node, e
 			where = append(where, "instance_uuid = ''")
 		}
 	}
+	return where, args
+}
+
+func (s *sqlStore) ListNodes(ctx context.Context, q NodeQuery) ([]*proto.Node, error) {
+	where, args := nodeWhere(q)
 	if q.Summary {
 		return s.listNodeSummaries(ctx, where, args, q)
 	}
@@ -346,12 +350,25 @@ func (s *sqlStore) listNodeSummaries(ctx context.Context, where []string, args [
 // marker row names a precise place in it.
 func (s *sqlStore) list(ctx context.Context, table, cols string, exprs map[string]string,
 	where []string, args []any, sortKey, sortDir, marker string, limit int) (*sql.Rows, error) {
-	expr, desc, err := orderBy(exprs, sortKey, sortDir)
+	query, args, err := s.listQuery(ctx, table, cols, exprs, where, args, sortKey, sortDir, marker, limit)
 	if err != nil {
 		return nil, err
 	}
+	return s.query(ctx, s.rdb, query, args...)
+}
+
+// listQuery builds list's SELECT. The page after a marker is the rows after
+// (marker's expr, marker's id) in (expr, id) order, written so that both
+// SQLite and PostgreSQL answer it with one seek into the index on (expr,
+// id): paging to the end of any fleet costs O(page) per page.
+func (s *sqlStore) listQuery(ctx context.Context, table, cols string, exprs map[string]string,
+	where []string, args []any, sortKey, sortDir, marker string, limit int) (string, []any, error) {
+	expr, desc, err := orderBy(exprs, sortKey, sortDir)
+	if err != nil {
+		return "", nil, err
+	}
 	if limit < 0 {
-		return nil, fmt.Errorf("%w: negative limit %d", ErrBadQuery, limit)
+		return "", nil, fmt.Errorf("%w: negative limit %d", ErrBadQuery, limit)
 	}
 	cmp, dir := ">", "ASC"
 	if desc {
@@ -362,16 +379,18 @@ func (s *sqlStore) list(ctx context.Context, table, cols string, exprs map[strin
 		var markerVal any
 		err := s.queryRow(ctx, s.rdb, "SELECT id, "+expr+" FROM "+table+" WHERE uuid = ?", marker).Scan(&markerID, &markerVal)
 		if errors.Is(err, sql.ErrNoRows) {
-			return nil, fmt.Errorf("marker %s: %w", marker, ErrNotFound)
+			return "", nil, fmt.Errorf("marker %s: %w", marker, ErrNotFound)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("find marker %s: %w", marker, err)
+			return "", nil, fmt.Errorf("find marker %s: %w", marker, err)
 		}
 		if expr == "id" {
 			where = append(where, "id "+cmp+" ?")
 			args = append(args, markerID)
 		} else {
-			where = append(where, "("+expr+" "+cmp+" ? OR ("+expr+" = ? AND id "+cmp+" ?))")
+			// The first term is a range on the sort expression that any
+			// index on (expr, id), expression indexes included, seeks to.
+			where = append(where, "("+expr+" "+cmp+"= ? AND ("+expr+" "+cmp+" ? OR id "+cmp+" ?))")
 			args = append(args, markerVal, markerVal, markerID)
 		}
 	}
@@ -387,7 +406,7 @@ func (s *sqlStore) list(ctx context.Context, table, cols string, exprs map[strin
 		query += " LIMIT ?"
 		args = append(args, limit)
 	}
-	return s.query(ctx, s.rdb, query, args...)
+	return query, args, nil
 }
 
 // ---- reservations ----
@@ -560,20 +579,35 @@ func (s *sqlStore) ListPorts(ctx context.Context, q PortQuery) ([]*proto.Port, e
 	var where []string
 	var args []any
 	if q.NodeUUID != "" {
-		where = append(where, "node_id IN (SELECT id FROM nodes WHERE uuid = ?)")
+		// A scalar subquery (NULL, so no rows, for an unknown node): an IN
+		// list would make SQLite sort the node's ports instead of reading
+		// them in index order.
+		where = append(where, "node_id = (SELECT id FROM nodes WHERE uuid = ?)")
 		args = append(args, q.NodeUUID)
 	}
 	if q.Address != "" {
 		where = append(where, "address = ?")
 		args = append(args, strings.ToLower(q.Address))
 	}
-	rows, err := s.list(ctx, "ports", "doc", portSortExprs, where, args, q.SortKey, q.SortDir, q.Marker, q.Limit)
+	cols := "doc"
+	if q.Summary {
+		cols = "uuid, address"
+	}
+	rows, err := s.list(ctx, "ports", cols, portSortExprs, where, args, q.SortKey, q.SortDir, q.Marker, q.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("list ports: %w", err)
 	}
 	defer rows.Close()
 	var out []*proto.Port
 	for rows.Next() {
+		if q.Summary {
+			p := new(proto.Port)
+			if err := rows.Scan(&p.UUID, &p.Address); err != nil {
+				return nil, fmt.Errorf("list ports: %w", err)
+			}
+			out = append(out, p)
+			continue
+		}
 		var doc []byte
 		if err := rows.Scan(&doc); err != nil {
 			return nil, fmt.Errorf("list ports: %w", err)

@@ -75,6 +75,16 @@ type Store interface {
 	// DeleteNode deletes the node and its ports, history and inventory.
 	DeleteNode(ctx context.Context, uuid string) error
 
+	// AgentOf reads, by UUID or name, what an agent heartbeat is judged on,
+	// with one indexed read and without decoding the node: the hot path of
+	// POST /v1/heartbeat.
+	AgentOf(ctx context.Context, ident string) (AgentView, error)
+	// RecordAgent sets string keys of driver_internal_info (and
+	// provision_updated_at when touchProvision) and UpdatedAt, in one
+	// conditional UPDATE that applies only while the node is as seen; false
+	// when it changed since, and then nothing was written.
+	RecordAgent(ctx context.Context, seen AgentView, set []KeyValue, touchProvision bool) (bool, error)
+
 	// Reserve takes the node's reservation for conductor, atomically, when it
 	// is free or held by a conductor that is not alive (not registered, or no
 	// heartbeat within DeadAfter, or unregistered). It returns the node with
@@ -169,12 +179,15 @@ type PortQuery struct {
 	Marker            string // port UUID
 	SortKey           string // one of PortSortKeys; "" = insertion order
 	SortDir           string
+	// Summary returns ports with only UUID and Address, read from their
+	// columns without decoding documents: the hot path of GET /v1/ports.
+	Summary bool
 }
 
 // NodeSortKeys are the accepted NodeQuery.SortKey values (node field names).
 var NodeSortKeys = []string{"id", "uuid", "name", "created_at", "updated_at", "provision_state",
 	"power_state", "driver", "maintenance", "instance_uuid", "conductor_group", "resource_class",
-	"owner", "fault", "reservation"}
+	"owner", "fault", "reservation", "provision_updated_at"}
 
 // PortSortKeys are the accepted PortQuery.SortKey values.
 var PortSortKeys = []string{"id", "uuid", "address", "created_at", "updated_at"}

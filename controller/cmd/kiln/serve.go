@@ -37,6 +37,7 @@ import (
 
 type serveOptions struct {
 	listen    string
+	pprof     string
 	db        string
 	conductor string
 	group     string
@@ -81,6 +82,7 @@ func newServeCmd() *cobra.Command {
 	host, _ := os.Hostname()
 	f := cmd.Flags()
 	f.StringVar(&o.listen, "listen", "127.0.0.1:6385", "address the API listens on")
+	f.StringVar(&o.pprof, "pprof-listen", "", "loopback address serving net/http/pprof at /debug/pprof/ (off when empty; never on the API's listener)")
 	f.StringVar(&o.db, "db", "./kiln.db", "database: a SQLite file path, sqlite://PATH, or postgres://… for several controllers")
 	f.StringVar(&o.conductor, "conductor", host, "this controller's conductor name (unique among controllers sharing a database)")
 	f.StringVar(&o.group, "conductor-group", "", "conductor group this controller serves")
@@ -138,6 +140,13 @@ func serve(ctx context.Context, o serveOptions) error {
 	}
 	defer st.Close()
 
+	if o.pprof != "" {
+		stopPprof, err := startPprof(o.pprof, log)
+		if err != nil {
+			return err
+		}
+		defer stopPprof()
+	}
 	tlsCfg, err := o.trust.tlsConfig(log)
 	if err != nil {
 		return err

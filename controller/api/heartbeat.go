@@ -1,0 +1,102 @@
+package api
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"time"
+
+	"github.com/kilnhq/kiln/controller/state"
+	"github.com/kilnhq/kiln/controller/store"
+	"github.com/kilnhq/kiln/proto"
+)
+
+// decideHeartbeat judges an agent heartbeat against the node as seen: the
+// keys of driver_internal_info to record (none when the heartbeat changes
+// nothing, e.g. on an active node), whether the conductor must act, or the
+// error the agent gets. It is pure so that the fast path (store.AgentOf +
+// RecordAgent) and the fallback (UpdateNode) decide the same way.
+func decideHeartbeat(v store.AgentView, hb *proto.HeartbeatRequest, now time.Time) (set []store.KeyValue, act bool, err error) {
+	if v.Token == "" || subtle.ConstantTimeCompare([]byte(v.Token), []byte(hb.AgentToken)) != 1 {
+		return nil, false, badRequest("Invalid or missing agent token received.")
+	}
+	if v.URL != "" && v.URL != hb.CallbackURL {
+		return nil, false, badRequest("Heartbeat from %s refused: node %s's agent is at %s (agent URLs are pinned until the agent is restarted)", hb.CallbackURL, v.UUID, v.URL)
+	}
+	if v.Reservation != nil && !v.HasURL {
+		return nil, false, conflict("Node %s is locked by host %s, please retry after the current operation is completed.", v.UUID, *v.Reservation)
+	}
+	action := state.Heartbeat(v.ProvisionState, false, v.Maintenance)
+	record := action != state.HeartbeatIgnore || v.ProvisionState == proto.StateInspectWait || v.ProvisionState == proto.StateInspecting
+	if !record {
+		return nil, false, nil
+	}
+	stamp := now.UTC().Format(time.RFC3339Nano)
+	set = []store.KeyValue{
+		{Key: proto.InfoAgentURL, Value: hb.CallbackURL},
+		{Key: proto.InfoAgentVersion, Value: hb.AgentVersion},
+		{Key: proto.InfoAgentLastHeartbeat, Value: stamp},
+	}
+	if hb.AgentVerifyCA != "" {
+		set = append(set, store.KeyValue{Key: proto.InfoAgentVerifyCA, Value: hb.AgentVerifyCA})
+	}
+	if action == state.HeartbeatAct {
+		set = append(set, store.KeyValue{Key: proto.InfoHeartbeatPending, Value: stamp})
+		act = true
+	}
+	return set, act, nil
+}
+
+// agentViewOf is n as decideHeartbeat sees it.
+func agentViewOf(n *proto.Node) store.AgentView {
+	v := store.AgentView{UUID: n.UUID, ProvisionState: n.ProvisionState, Maintenance: n.Maintenance, Reservation: n.Reservation}
+	v.Token, _ = n.DriverInternalInfo[proto.InfoAgentToken].(string)
+	var u any
+	u, v.HasURL = n.DriverInternalInfo[proto.InfoAgentURL]
+	v.HasURL = v.HasURL && u != nil
+	v.URL, _ = u.(string)
+	return v
+}
+
+// errUnchanged ends an UpdateNode whose heartbeat changes nothing: no write.
+var errUnchanged = errors.New("heartbeat changes nothing")
+
+// recordHeartbeat stores what decideHeartbeat decides: first as one
+// conditional UPDATE of the node as seen (nothing at all when the heartbeat
+// changes nothing); if the node changed meanwhile, by deciding again on the
+// current node inside UpdateNode. It reports whether the conductor must act.
+func (s *Server) recordHeartbeat(ctx context.Context, ident string, v store.AgentView, hb *proto.HeartbeatRequest) (bool, error) {
+	set, act, err := decideHeartbeat(v, hb, time.Now())
+	if err != nil || len(set) == 0 {
+		return false, err
+	}
+	ok, err := s.store.RecordAgent(ctx, v, set, act)
+	if err != nil || ok {
+		return act, err
+	}
+	act = false
+	_, err = s.store.UpdateNode(ctx, ident, func(n *proto.Node) error {
+		set, a, err := decideHeartbeat(agentViewOf(n), hb, time.Now())
+		if err != nil {
+			return err
+		}
+		if len(set) == 0 {
+			return errUnchanged
+		}
+		if n.DriverInternalInfo == nil {
+			n.DriverInternalInfo = proto.Dict{}
+		}
+		for _, kv := range set {
+			n.DriverInternalInfo[kv.Key] = kv.Value
+		}
+		if a {
+			n.ProvisionUpdatedAt = proto.Now()
+		}
+		act = a
+		return nil
+	})
+	if errors.Is(err, errUnchanged) {
+		return false, nil
+	}
+	return act, err
+}

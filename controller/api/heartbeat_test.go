@@ -1,0 +1,233 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/kilnhq/kiln/controller/secrets"
+	"github.com/kilnhq/kiln/controller/store"
+	"github.com/kilnhq/kiln/proto"
+)
+
+func TestDecideHeartbeat(t *testing.T) {
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	stamp := now.Format(time.RFC3339Nano)
+	holder := "c1"
+	hb := proto.HeartbeatRequest{CallbackURL: "http://10.0.0.5:9999", AgentVersion: "10.1", AgentToken: "tok"}
+	withCA := hb
+	withCA.AgentVerifyCA = "PEM"
+	recorded := []store.KeyValue{{Key: proto.InfoAgentURL, Value: hb.CallbackURL}, {Key: proto.InfoAgentVersion, Value: "10.1"}, {Key: proto.InfoAgentLastHeartbeat, Value: stamp}}
+	for _, tc := range []struct {
+		name    string
+		view    store.AgentView
+		hb      proto.HeartbeatRequest
+		wantSet []store.KeyValue
+		wantAct bool
+		status  int // error status, 0 for none
+	}{
+		{"active node: nothing changes", store.AgentView{ProvisionState: proto.StateActive, Token: "tok"}, hb, nil, false, 0},
+		{"available node: nothing changes", store.AgentView{ProvisionState: proto.StateAvailable, Token: "tok", URL: hb.CallbackURL, HasURL: true}, hb, nil, false, 0},
+		{"deploy wait: record and act", store.AgentView{ProvisionState: proto.StateDeployWait, Token: "tok"}, hb,
+			append(append([]store.KeyValue{}, recorded...), store.KeyValue{Key: proto.InfoHeartbeatPending, Value: stamp}), true, 0},
+		{"deploy wait in maintenance: record only", store.AgentView{ProvisionState: proto.StateDeployWait, Maintenance: true, Token: "tok"}, hb, recorded, false, 0},
+		{"inspect wait: record", store.AgentView{ProvisionState: proto.StateInspectWait, Token: "tok"}, hb, recorded, false, 0},
+		{"verify CA kept", store.AgentView{ProvisionState: proto.StateInspectWait, Token: "tok"}, withCA,
+			append(append([]store.KeyValue{}, recorded...), store.KeyValue{Key: proto.InfoAgentVerifyCA, Value: "PEM"}), false, 0},
+		{"wrong token", store.AgentView{ProvisionState: proto.StateDeployWait, Token: "other"}, hb, nil, false, http.StatusBadRequest},
+		{"no token on the node", store.AgentView{ProvisionState: proto.StateDeployWait}, hb, nil, false, http.StatusBadRequest},
+		{"wrong token on an active node", store.AgentView{ProvisionState: proto.StateActive, Token: "other"}, hb, nil, false, http.StatusBadRequest},
+		{"agent URL pinned", store.AgentView{ProvisionState: proto.StateDeployWait, Token: "tok", URL: "http://10.0.0.6:9999", HasURL: true}, hb, nil, false, http.StatusBadRequest},
+		{"locked before the first heartbeat", store.AgentView{ProvisionState: proto.StateDeployWait, Token: "tok", Reservation: &holder}, hb, nil, false, http.StatusConflict},
+		{"locked after the first heartbeat", store.AgentView{ProvisionState: proto.StateDeployWait, Token: "tok", Reservation: &holder, URL: hb.CallbackURL, HasURL: true}, hb,
+			append(append([]store.KeyValue{}, recorded...), store.KeyValue{Key: proto.InfoHeartbeatPending, Value: stamp}), true, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			set, act, err := decideHeartbeat(tc.view, &tc.hb, now)
+			if tc.status != 0 {
+				var e *Error
+				if !errors.As(err, &e) || e.Code != tc.status {
+					t.Fatalf("err = %v, want status %d", err, tc.status)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if act != tc.wantAct || len(set) != len(tc.wantSet) {
+				t.Fatalf("set %v act %v, want %v %v", set, act, tc.wantSet, tc.wantAct)
+			}
+			for i := range set {
+				if set[i] != tc.wantSet[i] {
+					t.Errorf("set[%d] = %v, want %v", i, set[i], tc.wantSet[i])
+				}
+			}
+		})
+	}
+}
+
+// racingStore changes the node between the heartbeat's read and its write,
+// as a conductor finishing a step would.
+type racingStore struct {
+	store.Store
+	between func()
+	records int
+}
+
+func (r *racingStore) AgentOf(ctx context.Context, ident string) (store.AgentView, error) {
+	v, err := r.Store.AgentOf(ctx, ident)
+	if r.between != nil {
+		r.between()
+	}
+	return v, err
+}
+
+func (r *racingStore) RecordAgent(ctx context.Context, seen store.AgentView, set []store.KeyValue, touch bool) (bool, error) {
+	r.records++
+	return r.Store.RecordAgent(ctx, seen, set, touch)
+}
+
+func TestRecordHeartbeat(t *testing.T) {
+	ctx := context.Background()
+	hb := proto.HeartbeatRequest{CallbackURL: "http://10.0.0.5:9999", AgentVersion: "10.1", AgentToken: "tok"}
+	setup := func(t *testing.T, ps proto.ProvisionState) (*Server, *racingStore, string) {
+		st, err := store.Open(ctx, filepath.Join(t.TempDir(), "k.db"), store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		n := &proto.Node{UUID: "5a4b3c2d-1e0f-4a1b-9c8d-7e6f5a4b3c2d", Driver: "fake-hardware", ProvisionState: ps,
+			DriverInternalInfo: proto.Dict{proto.InfoAgentToken: "tok"}}
+		if err := st.CreateNode(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+		rs := &racingStore{Store: st}
+		return New(Config{Store: rs, Conductor: "c1"}), rs, n.UUID
+	}
+	heartbeat := func(t *testing.T, s *Server, rs *racingStore, uuid string) (bool, error) {
+		v, err := rs.AgentOf(ctx, uuid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.recordHeartbeat(ctx, uuid, v, &hb)
+	}
+
+	t.Run("ignored heartbeat writes nothing", func(t *testing.T) {
+		s, rs, uuid := setup(t, proto.StateActive)
+		before, _ := rs.GetNode(ctx, uuid)
+		act, err := heartbeat(t, s, rs, uuid)
+		if err != nil || act {
+			t.Fatalf("act %v err %v", act, err)
+		}
+		after, _ := rs.GetNode(ctx, uuid)
+		if rs.records != 0 || !sameTime(after.UpdatedAt, before.UpdatedAt) || len(after.DriverInternalInfo) != 1 {
+			t.Errorf("an ignored heartbeat wrote: %d writes, updated_at %v → %v, %v", rs.records, before.UpdatedAt, after.UpdatedAt, after.DriverInternalInfo)
+		}
+	})
+	t.Run("fast path", func(t *testing.T) {
+		s, rs, uuid := setup(t, proto.StateDeployWait)
+		act, err := heartbeat(t, s, rs, uuid)
+		if err != nil || !act {
+			t.Fatalf("act %v err %v", act, err)
+		}
+		n, _ := rs.GetNode(ctx, uuid)
+		if n.DriverInternalInfo[proto.InfoAgentURL] != hb.CallbackURL || n.DriverInternalInfo[proto.InfoHeartbeatPending] == nil || n.ProvisionUpdatedAt == nil {
+			t.Errorf("recorded %v, provision_updated_at %v", n.DriverInternalInfo, n.ProvisionUpdatedAt)
+		}
+	})
+	t.Run("node changed between read and write: decided again", func(t *testing.T) {
+		s, rs, uuid := setup(t, proto.StateDeployWait)
+		rs.between = func() {
+			// The conductor finished the deploy: the heartbeat is now one to ignore.
+			if _, err := rs.Store.UpdateNode(ctx, uuid, func(n *proto.Node) error { n.ProvisionState = proto.StateActive; return nil }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		act, err := heartbeat(t, s, rs, uuid)
+		if err != nil || act {
+			t.Fatalf("act %v err %v, want an ignored heartbeat", act, err)
+		}
+		n, _ := rs.GetNode(ctx, uuid)
+		if rs.records != 1 || n.DriverInternalInfo[proto.InfoAgentURL] != nil || n.DriverInternalInfo[proto.InfoHeartbeatPending] != nil {
+			t.Errorf("stale decision stored: %d fast writes, %v", rs.records, n.DriverInternalInfo)
+		}
+	})
+	t.Run("token wiped between read and write: refused", func(t *testing.T) {
+		s, rs, uuid := setup(t, proto.StateDeployWait)
+		rs.between = func() {
+			if _, err := rs.Store.UpdateNode(ctx, uuid, func(n *proto.Node) error { delete(n.DriverInternalInfo, proto.InfoAgentToken); return nil }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err := heartbeat(t, s, rs, uuid)
+		var e *Error
+		if !errors.As(err, &e) || e.Code != http.StatusBadRequest {
+			t.Fatalf("err = %v, want 400", err)
+		}
+		n, _ := rs.GetNode(ctx, uuid)
+		if n.DriverInternalInfo[proto.InfoAgentURL] != nil {
+			t.Errorf("refused heartbeat wrote %v", n.DriverInternalInfo)
+		}
+	})
+}
+
+func sameTime(a, b *proto.Time) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Equal(b.Time)
+}
+
+// A lookup for a node whose token was issued answers it masked and writes
+// nothing; the first lookup issues and stores one.
+func TestLookupWritesOnlyANewToken(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "k.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	n := &proto.Node{UUID: "6b5a4c3d-2e1f-4a0b-9c8d-7e6f5a4b3c2d", Driver: "fake-hardware", ProvisionState: proto.StateDeployWait,
+		DriverInternalInfo: proto.Dict{}}
+	if err := st.CreateNode(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(New(Config{Store: st, Conductor: "c1"}))
+	defer srv.Close()
+	lookup := func() proto.LookupResponse {
+		t.Helper()
+		req, _ := http.NewRequest("GET", srv.URL+"/v1/lookup?node_uuid="+n.UUID, nil)
+		req.Header.Set(proto.HeaderIronicAPIVersion, "1.95")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var doc proto.LookupResponse
+		if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("lookup: %d %v", resp.StatusCode, err)
+		}
+		return doc
+	}
+	first := lookup()
+	if first.Config.AgentToken == "" || first.Config.AgentToken == proto.MaskedToken {
+		t.Fatalf("first lookup gave token %q", first.Config.AgentToken)
+	}
+	stored, _ := st.GetNode(ctx, n.UUID)
+	if stored.DriverInternalInfo[proto.InfoAgentToken] != first.Config.AgentToken {
+		t.Fatalf("stored token %v, answered %q", stored.DriverInternalInfo[proto.InfoAgentToken], first.Config.AgentToken)
+	}
+	second := lookup()
+	if second.Config.AgentToken != proto.MaskedToken || second.Node.DriverInternalInfo[proto.InfoAgentToken] != secrets.Masked {
+		t.Errorf("second lookup: token %q, driver_internal_info %v", second.Config.AgentToken, second.Node.DriverInternalInfo)
+	}
+	after, _ := st.GetNode(ctx, n.UUID)
+	if !sameTime(after.UpdatedAt, stored.UpdatedAt) || after.DriverInternalInfo[proto.InfoAgentToken] != first.Config.AgentToken {
+		t.Errorf("second lookup wrote: updated_at %v → %v", stored.UpdatedAt, after.UpdatedAt)
+	}
+}
