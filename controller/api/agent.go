@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/kilnhq/kiln/controller/agentclient"
+	"github.com/kilnhq/kiln/controller/flowstate"
 	"github.com/kilnhq/kiln/controller/state"
 	"github.com/kilnhq/kiln/proto"
 )
@@ -49,14 +50,11 @@ func (s *Server) lookupDoc(c echo.Context, n *proto.Node, token string) proto.Lo
 // inside the node's atomic update, so that a token can never be added after
 // the conductor has finished the node and wiped the agent's keys.
 func giveToken(n *proto.Node) string {
-	if n.DriverInternalInfo == nil {
-		n.DriverInternalInfo = proto.Dict{}
-	}
-	if _, has := n.DriverInternalInfo[proto.InfoAgentToken]; has || tokenOnBootMedia(n) {
+	if fs, _ := flowstate.Of(n); fs.Agent.Token != "" || tokenOnBootMedia(n) {
 		return proto.MaskedToken
 	}
 	t := agentclient.NewToken()
-	n.DriverInternalInfo[proto.InfoAgentToken] = t
+	flowstate.Update(n, func(s *flowstate.State) { s.Agent.Token = t })
 	return t
 }
 
@@ -161,14 +159,15 @@ func (s *Server) heartbeat(c echo.Context) error {
 	}
 	act := false
 	n, err := s.store.UpdateNode(ctx, ident, func(n *proto.Node) error {
-		want, _ := n.DriverInternalInfo[proto.InfoAgentToken].(string)
+		fs, _ := flowstate.Of(n)
+		want := fs.Agent.Token
 		if want == "" || subtle.ConstantTimeCompare([]byte(want), []byte(hb.AgentToken)) != 1 {
 			return badRequest("Invalid or missing agent token received.")
 		}
-		if prev, _ := n.DriverInternalInfo[proto.InfoAgentURL].(string); prev != "" && prev != hb.CallbackURL {
+		if prev := fs.Agent.URL; prev != "" && prev != hb.CallbackURL {
 			return badRequest("Heartbeat from %s refused: node %s's agent is at %s (agent URLs are pinned until the agent is restarted)", hb.CallbackURL, n.UUID, prev)
 		}
-		if n.Reservation != nil && n.DriverInternalInfo[proto.InfoAgentURL] == nil {
+		if n.Reservation != nil && fs.Agent.URL == "" {
 			return conflict("Node %s is locked by host %s, please retry after the current operation is completed.", n.UUID, *n.Reservation)
 		}
 		action := state.Heartbeat(n.ProvisionState, false, n.Maintenance)
@@ -176,15 +175,16 @@ func (s *Server) heartbeat(c echo.Context) error {
 		if !record {
 			return nil
 		}
-		now := time.Now().UTC().Format(time.RFC3339Nano)
-		n.DriverInternalInfo[proto.InfoAgentURL] = hb.CallbackURL
-		n.DriverInternalInfo[proto.InfoAgentVersion] = hb.AgentVersion
-		n.DriverInternalInfo[proto.InfoAgentLastHeartbeat] = now
+		now := time.Now()
+		fs.Agent.URL, fs.Agent.Version, fs.Agent.LastHeartbeat = hb.CallbackURL, hb.AgentVersion, now
 		if hb.AgentVerifyCA != "" {
-			n.DriverInternalInfo[proto.InfoAgentVerifyCA] = hb.AgentVerifyCA
+			fs.Agent.VerifyCA = hb.AgentVerifyCA
 		}
 		if action == state.HeartbeatAct {
-			n.DriverInternalInfo[proto.InfoHeartbeatPending] = now
+			fs.HeartbeatPending = now
+		}
+		n.DriverInternalInfo = flowstate.Encode(fs)
+		if action == state.HeartbeatAct {
 			n.ProvisionUpdatedAt = proto.Now()
 			act = true
 		}
@@ -273,10 +273,7 @@ func (s *Server) continueInspection(c echo.Context) error {
 		if n.ProvisionState != proto.StateInspectWait && n.ProvisionState != proto.StateInspecting {
 			return badRequest("Node %s is in state %s; inspection data is only accepted in inspect wait", n.UUID, n.ProvisionState)
 		}
-		if n.DriverInternalInfo == nil {
-			n.DriverInternalInfo = proto.Dict{}
-		}
-		n.DriverInternalInfo[proto.InfoInspectionPending] = true
+		flowstate.Update(n, func(s *flowstate.State) { s.InspectionPending = true })
 		if minor(c) >= 84 {
 			// Before the conductor is woken: it wipes the token when it
 			// finishes the inspection.

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/kilnhq/kiln/controller/agentclient"
+	"github.com/kilnhq/kiln/controller/flowstate"
 	"github.com/kilnhq/kiln/controller/secrets"
 	"github.com/kilnhq/kiln/controller/store"
 	"github.com/kilnhq/kiln/proto"
@@ -30,8 +31,8 @@ var _ AgentClient = (*agentclient.Client)(nil)
 
 // agentOf is the agent the node's last heartbeat described.
 func agentOf(n *proto.Node) agentclient.Agent {
-	s := func(k string) string { v, _ := n.DriverInternalInfo[k].(string); return v }
-	return agentclient.Agent{URL: s(proto.InfoAgentURL), Token: s(proto.InfoAgentToken), VerifyCA: s(proto.InfoAgentVerifyCA)}
+	fs, _ := flowstate.Of(n)
+	return agentclient.Agent{URL: fs.Agent.URL, Token: fs.Agent.Token, VerifyCA: fs.Agent.VerifyCA}
 }
 
 // nodeForAgent is the node as the agent may see it: secrets masked at any
@@ -102,21 +103,6 @@ func agentSteps(res proto.StepsResult) []proto.Step {
 }
 
 // userSteps reads steps recorded from a provision request.
-func userSteps(req map[string]any, key string) ([]proto.StepCall, error) {
-	raw, ok := req[key]
-	if !ok || raw == nil {
-		return nil, nil
-	}
-	b, err := json.Marshal(raw)
-	if err != nil {
-		return nil, err
-	}
-	var steps []proto.StepCall
-	if err := json.Unmarshal(b, &steps); err != nil {
-		return nil, fmt.Errorf("invalid %s: %w", key, err)
-	}
-	return steps, nil
-}
 
 // buildDeploySteps is the deploy plan once the agent has listed its steps:
 // the deploy interface's own steps, the agent's steps with a priority, and the
