@@ -53,6 +53,13 @@ type Deps struct {
 	Generic func(m *steps.FuncManager)
 	// MACs lists the MAC addresses to look up with; default: every interface's.
 	MACs func() []string
+	// PCIDevicesDir is where the pci-devices collector reads (default
+	// /sys/bus/pci/devices); DMIDecode runs "dmidecode -t bios -t processor
+	// -t memory" for the dmi-decode collector; ListenLLDP waits for one LLDP
+	// frame on each named interface for the lldp collector. Tests replace them.
+	PCIDevicesDir string
+	DMIDecode     func(ctx context.Context) (string, error)
+	ListenLLDP    func(ctx context.Context, ifaces []string) (map[string][]proto.LLDPTLV, error)
 	// LogFiles are extra files for log.collect_system_logs (default: a few
 	// /proc files); the agent log ring and the kernel log are always included.
 	LogFiles []string
@@ -129,10 +136,13 @@ type Agent struct {
 	callbackURL string
 	verifyCA    string
 	lockedDown  bool
-	partUUIDs   *proto.PartitionUUIDs
-	lookupCfg   proto.LookupConfig
-	baseCtx     context.Context
-	server      *http.Server
+	// tokenReads: a command status read carried the valid token, so reads
+	// without one are refused from now on (checkReadToken).
+	tokenReads bool
+	partUUIDs  *proto.PartitionUUIDs
+	lookupCfg  proto.LookupConfig
+	baseCtx    context.Context
+	server     *http.Server
 
 	cmdMu sync.Mutex
 	cmds  []*Command
@@ -255,7 +265,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer ln.Close()
 
 	uuid := a.cfg.NodeUUID
-	if a.cfg.InspectionCallbackURL != "" {
+	if a.inspectionURL() != "" {
 		u, err := a.inspect(ctx)
 		if err != nil {
 			a.log.Error("inspection failed", "err", err)
@@ -525,8 +535,9 @@ func localAddrFor(ctx context.Context, apiURL string) (net.IP, error) {
 	return c.LocalAddr().(*net.UDPAddr).IP, nil
 }
 
-// ForceHeartbeat asks for a heartbeat now (a command finished): no floor, the
-// controller learns of the result at once.
+// ForceHeartbeat asks for a heartbeat now (a command finished): at once when
+// the controller is Kiln, else as IPA does, no sooner than
+// ForcedHeartbeatGap after the previous heartbeat.
 func (a *Agent) ForceHeartbeat() {
 	select {
 	case a.hbNow <- struct{}{}:
@@ -534,11 +545,22 @@ func (a *Agent) ForceHeartbeat() {
 	}
 }
 
+// immediateHeartbeat says whether the controller asked, in its lookup
+// answer, for heartbeats the instant a step finishes (Kiln does; Ironic not).
+func (a *Agent) immediateHeartbeat() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.lookupCfg.ImmediateHeartbeat
+}
+
 // HeartbeatLoop heartbeats right away, then every heartbeat_timeout ×
-// U(0.3, 0.6), 5–10 s after an error, and immediately when ForceHeartbeat is
-// called. It returns when ctx ends or the agent is locked down.
+// U(0.3, 0.6), 5–10 s after an error, and when ForceHeartbeat is called
+// (see there for when). It returns when ctx ends or the agent is locked down.
 func (a *Agent) HeartbeatLoop(ctx context.Context) {
-	var wait time.Duration
+	var (
+		wait time.Duration
+		last time.Time // when the previous heartbeat was sent
+	)
 	for {
 		if wait > 0 {
 			select {
@@ -547,6 +569,18 @@ func (a *Agent) HeartbeatLoop(ctx context.Context) {
 			case <-a.lockdown:
 				return
 			case <-a.hbNow:
+				if a.immediateHeartbeat() {
+					break
+				}
+				if gap := last.Add(ForcedHeartbeatGap).Sub(a.clock.Now()); gap > 0 {
+					select {
+					case <-ctx.Done():
+						return
+					case <-a.lockdown:
+						return
+					case <-a.clock.After(gap):
+					}
+				}
 			case <-a.clock.After(wait):
 			}
 		}
@@ -555,6 +589,7 @@ func (a *Agent) HeartbeatLoop(ctx context.Context) {
 			return
 		default:
 		}
+		last = a.clock.Now()
 		if err := a.Heartbeat(ctx); err != nil {
 			if ctx.Err() != nil {
 				return
@@ -591,53 +626,4 @@ func (a *Agent) Heartbeat(ctx context.Context) error {
 	defer cancel()
 	_, err := a.client.heartbeat(ctx, ver, uuid, req)
 	return err
-}
-
-// inspect posts the inventory to the inspection callback and returns the node
-// UUID from the answer (retried like the lookup, at most LookupTimeout).
-func (a *Agent) inspect(ctx context.Context) (string, error) {
-	req := proto.InspectionRequest{
-		BootInterface: a.cfg.BootIF,
-		Configuration: &proto.InspectionConfiguration{Collectors: a.cfg.InspectionCollectors, Managers: []proto.InspectionManager{}},
-		Inventory:     json.RawMessage(`{}`),
-	}
-	for _, m := range a.set.Managers() {
-		req.Configuration.Managers = append(req.Configuration.Managers, proto.InspectionManager{Name: m.Name(), Version: m.Version()})
-	}
-	if req.Configuration.Collectors == nil {
-		req.Configuration.Collectors = []string{"default"}
-	}
-	if a.deps.Inventory == nil {
-		msg := "hardware inventory is not available in this agent build"
-		req.Error = &msg
-	} else if inv, err := a.deps.Inventory(ctx); err != nil {
-		msg := fmt.Sprintf("collect inventory: %v", err)
-		req.Error = &msg
-	} else if b, err := json.Marshal(inv); err != nil {
-		msg := fmt.Sprintf("encode inventory: %v", err)
-		req.Error = &msg
-	} else {
-		req.Inventory = b
-	}
-	deadline := a.clock.Now().Add(a.cfg.LookupTimeout)
-	for n := 1; ; n++ {
-		resp, _, err := a.client.inspect(ctx, a.cfg.InspectionCallbackURL, req)
-		if err == nil {
-			if resp.Config != nil && resp.Node != nil {
-				_ = a.applyLookup(proto.LookupResponse{Node: *resp.Node, Config: *resp.Config})
-			}
-			a.log.Info("inspection data sent", "node", resp.NodeUUID())
-			return resp.NodeUUID(), nil
-		}
-		wait := a.jitter(func(r *rand.Rand) time.Duration { return LookupBackoff(r, n) })
-		if a.clock.Now().Add(wait).After(deadline) {
-			return "", err
-		}
-		a.log.Warn("inspection callback failed; retrying", "err", err, "in", wait)
-		select {
-		case <-ctx.Done():
-			return "", ctx.Err()
-		case <-a.clock.After(wait):
-		}
-	}
 }

@@ -3,6 +3,7 @@ package agent
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -97,15 +98,51 @@ func (a *Agent) apiStatus(c echo.Context) error {
 	})
 }
 
+// maxCommandBody bounds a command request; a config drive (≤ 64 MiB in
+// Ironic) travels base64-encoded inside prepare_image's params.
+const maxCommandBody = 96 << 20
+
+var errTokenInvalid = &RESTError{Status: http.StatusUnauthorized, Message: "Token invalid."}
+
+// checkToken guards POST /v1/commands/: a valid agent_token, always.
 func (a *Agent) checkToken(c echo.Context) error {
 	if !a.validToken(c.QueryParam("agent_token")) {
-		return &RESTError{Status: http.StatusUnauthorized, Message: "Token invalid."}
+		return errTokenInvalid
 	}
 	return nil
 }
 
+// checkReadToken guards the command status reads as IPA does: Ironic up to
+// 2024.1 polls GET /v1/commands/ without agent_token, so a token-less read is
+// allowed until a read carrying the valid token has been seen; from then on
+// every read must carry it. A read with a wrong token is always refused and,
+// unlike IPA, does not lock token-less reads out, so that a stranger cannot
+// stop an older conductor from polling.
+func (a *Agent) checkReadToken(c echo.Context) error {
+	tok := c.QueryParam("agent_token")
+	if tok == "" {
+		a.mu.Lock()
+		locked := a.tokenReads
+		a.mu.Unlock()
+		if locked {
+			return errTokenInvalid
+		}
+		return nil
+	}
+	if !a.validToken(tok) {
+		return errTokenInvalid
+	}
+	a.mu.Lock()
+	if !a.tokenReads {
+		a.tokenReads = true
+		a.log.Info("controller reads command status with the agent token; token-less reads now refused")
+	}
+	a.mu.Unlock()
+	return nil
+}
+
 func (a *Agent) apiListCommands(c echo.Context) error {
-	if err := a.checkToken(c); err != nil {
+	if err := a.checkReadToken(c); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, proto.CommandList{Commands: a.Commands()})
@@ -114,7 +151,7 @@ func (a *Agent) apiListCommands(c echo.Context) error {
 func wantWait(c echo.Context) bool { return strings.EqualFold(c.QueryParam("wait"), "true") }
 
 func (a *Agent) apiGetCommand(c echo.Context) error {
-	if err := a.checkToken(c); err != nil {
+	if err := a.checkReadToken(c); err != nil {
 		return err
 	}
 	cmd := a.command(c.Param("id"))
@@ -131,17 +168,29 @@ func (a *Agent) apiGetCommand(c echo.Context) error {
 	return c.JSON(http.StatusOK, cmd.Result())
 }
 
+// errTooLarge answers a command body over maxCommandBody.
+var errTooLarge = &RESTError{Status: http.StatusRequestEntityTooLarge, Message: "Request Entity Too Large",
+	Details: fmt.Sprintf("a command request may not exceed %d MiB", maxCommandBody>>20)}
+
+// apiRunCommand checks the token before it reads a byte of the body, then
+// refuses an over-large body with 413 without reading past the limit.
 func (a *Agent) apiRunCommand(c echo.Context) error {
-	b, err := io.ReadAll(io.LimitReader(c.Request().Body, 64<<20))
+	if err := a.checkToken(c); err != nil {
+		return err
+	}
+	if c.Request().ContentLength > maxCommandBody {
+		return errTooLarge
+	}
+	b, err := io.ReadAll(io.LimitReader(c.Request().Body, maxCommandBody+1))
 	if err != nil {
 		return &RESTError{Status: http.StatusBadRequest, Message: "Missing or invalid name or params", Details: err.Error()}
+	}
+	if len(b) > maxCommandBody {
+		return errTooLarge
 	}
 	var req proto.CommandRequest
 	if err := json.Unmarshal(b, &req); err != nil || req.Name == "" || len(req.Params) == 0 || req.Params[0] != '{' {
 		return &RESTError{Status: http.StatusBadRequest, Message: "Missing or invalid name or params"}
-	}
-	if err := a.checkToken(c); err != nil {
-		return err
 	}
 	cmd, err := a.Execute(req.Name, req.Params)
 	if err != nil {

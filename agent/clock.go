@@ -39,6 +39,11 @@ func HeartbeatErrorInterval(r *rand.Rand) time.Duration {
 	return uniform(r, 5*time.Second, 10*time.Second)
 }
 
+// ForcedHeartbeatGap is IPA's floor between a heartbeat and a forced one
+// (a command finished) when the controller is Ironic: the conductor that
+// started the step may still hold the node's lock and would skip it.
+const ForcedHeartbeatGap = 5 * time.Second
+
 // LookupBackoff is the wait before lookup attempt n+1 after n failures
 // (n ≥ 1): uniform in [1 s, min(60 s, 2^n s)] — randomized exponential.
 func LookupBackoff(r *rand.Rand, n int) time.Duration {
@@ -47,6 +52,17 @@ func LookupBackoff(r *rand.Rand, n int) time.Duration {
 		hi = time.Duration(1<<n) * time.Second
 	}
 	return uniform(r, time.Second, hi+time.Nanosecond)
+}
+
+// InspectionAttempts and InspectionRetryWait are IPA's schedule for posting
+// inspection data: five attempts, waiting 1.5 s × 2^(n-1) clamped to 5–30 s
+// after the n-th failure.
+const InspectionAttempts = 5
+
+// InspectionRetryWait is the wait after the n-th (n ≥ 1) failed post.
+func InspectionRetryWait(n int) time.Duration {
+	d := 1500 * time.Millisecond << min(n-1, 10)
+	return max(5*time.Second, min(d, 30*time.Second))
 }
 
 // ConflictPause is the wait after the n-th (n ≥ 1) 409 from the lookup: 5, 10, then 30 s.

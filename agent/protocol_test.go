@@ -170,59 +170,102 @@ func quickStep(gate chan struct{}) steps.Manager {
 	return m
 }
 
+// TestHeartbeatTiming follows IPA's cadence on the fake clock, and the
+// heartbeat after a finished step: at once when the lookup answer says the
+// controller is Kiln, else no sooner than ForcedHeartbeatGap after the
+// previous heartbeat (Ironic's conductor may still hold the node's lock).
 func TestHeartbeatTiming(t *testing.T) {
-	clock := newFakeClock()
-	ctl := newTestController(t, clock)
-	ctl.lookups = []lookupAnswer{okLookup(testToken, 100)}
-	ctl.hbStatus = []int{202, 409, 202, 202}
-	a := newTestAgent(t, ctl, clock, func(_ *Config, d *Deps) { d.Managers = []steps.Manager{quickStep(nil)} })
-	if err := a.Lookup(context.Background(), ""); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.prepareCallback(context.Background(), 9999); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go a.HeartbeatLoop(ctx)
+	for _, c := range []struct {
+		name string
+		kiln bool
+	}{{"kiln", true}, {"ironic", false}} {
+		t.Run(c.name, func(t *testing.T) {
+			clock := newFakeClock()
+			ctl := newTestController(t, clock)
+			lk := okLookup(testToken, 100)
+			lk.resp.Config.ImmediateHeartbeat = c.kiln
+			ctl.lookups = []lookupAnswer{lk}
+			ctl.hbStatus = []int{202, 409, 202, 202}
+			a := newTestAgent(t, ctl, clock, func(_ *Config, d *Deps) { d.Managers = []steps.Manager{quickStep(nil)} })
+			if err := a.Lookup(context.Background(), ""); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.prepareCallback(context.Background(), 9999); err != nil {
+				t.Fatal(err)
+			}
+			// Counted before the loop starts: nothing else calls After, so
+			// the loop's calls are n+1, n+2, … whatever the scheduling.
+			clock.mu.Lock()
+			n := len(clock.asked)
+			clock.mu.Unlock()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go a.HeartbeatLoop(ctx)
 
-	// 1. immediately, no clock movement.
-	h1 := ctl.nextHeartbeat(t)
-	if !h1.At.Equal(clock.Now()) {
-		t.Fatal("first heartbeat not immediate")
-	}
-	// 2. after heartbeat_timeout × U(0.3, 0.6) = 30–60 s.
-	clock.mu.Lock()
-	n := len(clock.asked) // After calls so far
-	clock.mu.Unlock()
-	d := clock.waitAsked(t, n+1)
-	if d < 30*time.Second || d >= 60*time.Second {
-		t.Fatalf("interval %s not in [30s, 60s)", d)
-	}
-	ctl.noHeartbeat(t, 20*time.Millisecond)
-	clock.Advance(d)
-	ctl.nextHeartbeat(t) // answered 409
-	// 3. after an error: 5–10 s.
-	d = clock.waitAsked(t, n+2)
-	if d < 5*time.Second || d >= 10*time.Second {
-		t.Fatalf("error retry %s not in [5s, 10s)", d)
-	}
-	clock.Advance(d)
-	ctl.nextHeartbeat(t)
-	clock.waitAsked(t, n+3)
+			// 1. immediately, no clock movement.
+			h1 := ctl.nextHeartbeat(t)
+			if !h1.At.Equal(clock.Now()) {
+				t.Fatal("first heartbeat not immediate")
+			}
+			// 2. after heartbeat_timeout × U(0.3, 0.6) = 30–60 s.
+			d := clock.waitAsked(t, n+1)
+			if d < 30*time.Second || d >= 60*time.Second {
+				t.Fatalf("interval %s not in [30s, 60s)", d)
+			}
+			ctl.noHeartbeat(t, 20*time.Millisecond)
+			clock.Advance(d)
+			ctl.nextHeartbeat(t) // answered 409
+			// 3. after an error: 5–10 s.
+			d = clock.waitAsked(t, n+2)
+			if d < 5*time.Second || d >= 10*time.Second {
+				t.Fatalf("error retry %s not in [5s, 10s)", d)
+			}
+			clock.Advance(d)
+			ctl.nextHeartbeat(t)
+			clock.waitAsked(t, n+3)
 
-	// 4. a finished async command heartbeats at once, with no clock movement.
-	before := clock.Now()
+			// 4. a step finishes with no clock movement since the heartbeat.
+			last := clock.Now()
+			runQuick(t, a)
+			if c.kiln {
+				if h := ctl.nextHeartbeat(t); !h.At.Equal(last) {
+					t.Fatalf("heartbeat after command at %s, want immediately (%s)", h.At, last)
+				}
+				return
+			}
+			if gap := clock.waitAsked(t, n+4); gap != ForcedHeartbeatGap {
+				t.Fatalf("forced heartbeat waits %s, want %s after the previous one", gap, ForcedHeartbeatGap)
+			}
+			ctl.noHeartbeat(t, 20*time.Millisecond)
+			clock.Advance(ForcedHeartbeatGap)
+			if h := ctl.nextHeartbeat(t); !h.At.Equal(last.Add(ForcedHeartbeatGap)) {
+				t.Fatalf("forced heartbeat at %s, want %s", h.At, last.Add(ForcedHeartbeatGap))
+			}
+			// 5. a step that finishes more than the gap after the previous
+			// heartbeat (and before the next is due) is reported at once.
+			d = clock.waitAsked(t, n+5)
+			clock.Advance(20 * time.Second)
+			if d <= 20*time.Second {
+				t.Fatalf("interval %s too short for this test", d)
+			}
+			now := clock.Now()
+			runQuick(t, a)
+			if h := ctl.nextHeartbeat(t); !h.At.Equal(now) {
+				t.Fatalf("heartbeat %s after the gap: at %s, want at once (%s)", now.Sub(last), h.At, now)
+			}
+		})
+	}
+}
+
+// runQuick runs the quick clean step through the agent and waits for it.
+func runQuick(t *testing.T, a *Agent) {
+	t.Helper()
 	params, _ := json.Marshal(map[string]any{"step": map[string]any{"step": "quick", "interface": "deploy"}, "node": map[string]any{}, "ports": []any{}})
 	cmd, err := a.Execute(proto.CmdExecuteCleanStep, params)
 	if err != nil {
 		t.Fatal(err)
 	}
 	<-cmd.Done()
-	h := ctl.nextHeartbeat(t)
-	if !h.At.Equal(before) {
-		t.Fatalf("heartbeat after command at %s, want immediately (%s)", h.At, before)
-	}
 	if r := cmd.Result(); r.CommandStatus != proto.CommandSucceeded {
 		t.Fatalf("command %+v", r)
 	}

@@ -67,6 +67,12 @@ type LookupConfig struct {
 	Metrics         map[string]any `json:"metrics,omitempty"`
 	MetricsStatsd   map[string]any `json:"metrics_statsd,omitempty"`
 	AgentContainers map[string]any `json:"agent_containers,omitempty"`
+	// ImmediateHeartbeat is Kiln's own key (Ironic never sends it): the
+	// controller takes a heartbeat at any moment, so the agent heartbeats the
+	// instant a step finishes. Without it the agent keeps IPA's timing, since
+	// Ironic skips a heartbeat that arrives while its conductor still holds
+	// the node's lock from starting the step.
+	ImmediateHeartbeat bool `json:"kiln_immediate_heartbeat,omitempty"`
 }
 
 // ---------------------------------------------------------------------------
@@ -535,8 +541,28 @@ type InspectionRequest struct {
 	Configuration *InspectionConfiguration `json:"configuration,omitempty"`
 	// Error is null or what went wrong while collecting.
 	Error *string `json:"error"`
-	// LLDPRaw maps interface name → [[tlv type, "hex value"], …].
+	// LLDPRaw maps interface name → [[tlv type, "hex value"], …] (the lldp
+	// collector).
 	LLDPRaw map[string][][2]any `json:"lldp_raw,omitempty"`
+	// Logs is the base64 tar.gz of the ramdisk's logs (the logs collector).
+	Logs string `json:"logs,omitempty"`
+	// PCIDevices is the pci-devices collector's list, which Ironic's
+	// pci_devices hook matches against its aliases.
+	PCIDevices []PCIDevice `json:"pci_devices,omitempty"`
+	// DMI is the dmi-decode collector's {"bios": {…}, "cpu": [{…}],
+	// "memory": {…, "devices": [{…}]}}, keyed by dmidecode's field names.
+	DMI map[string]any `json:"dmi,omitempty"`
+}
+
+// PCIDevice is one entry of the pci-devices collector: hex IDs without
+// "0x", as read from /sys/bus/pci/devices/<bus>/.
+type PCIDevice struct {
+	VendorID   string  `json:"vendor_id"`
+	ProductID  string  `json:"product_id"`
+	Class      string  `json:"class"`
+	Revision   *string `json:"revision"`
+	Bus        string  `json:"bus"`
+	NumaNodeID *string `json:"numa_node_id"`
 }
 
 // InspectionConfiguration lists which collectors and managers produced the data.

@@ -22,4 +22,5 @@ $SUDO apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends 
   util-linux fdisk gdisk dosfstools e2fsprogs xfsprogs btrfs-progs mdadm lvm2 \
   zstd xz-utils cpio kmod xorriso genisoimage mtools \
   syslinux syslinux-common systemd-boot-efi binutils \
+  ironic-api ironic-conductor python3-ironicclient \
   iproute2 wrk >/dev/null

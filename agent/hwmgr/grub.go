@@ -56,13 +56,37 @@ func grubName(root string) (string, error) {
 	return "", errors.New("the image has neither grub2-install nor grub-install")
 }
 
-// runInRoot runs argv with root as its root directory.
+// runInRoot runs argv with root as its root directory. argv[0] is looked up
+// in the image's own directories (those of grubEnv's PATH), never on the
+// agent's PATH: the ramdisk has no grub, and the command runs after chroot.
 func runInRoot(ctx context.Context, root string, env, argv []string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	name, err := lookPathIn(root, argv[0])
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, name, argv[1:]...)
 	cmd.Env = env
 	cmd.Dir = "/"
 	cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root}
 	return cmd.CombinedOutput()
+}
+
+// lookPathIn finds an executable named name in the image mounted at root,
+// in the directories of grubEnv's PATH, and returns its path inside root.
+func lookPathIn(root, name string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	for _, dir := range []string{"/usr/sbin", "/usr/bin", "/sbin", "/bin"} {
+		inImage := filepath.Join(dir, name)
+		// Lstat: a link's absolute target names a path inside the image,
+		// which the kernel resolves after chroot, not here.
+		fi, err := os.Lstat(filepath.Join(root, inImage))
+		if err == nil && (fi.Mode()&os.ModeSymlink != 0 || fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0) {
+			return inImage, nil
+		}
+	}
+	return "", fmt.Errorf("the image has no executable %s in /usr/sbin, /usr/bin, /sbin or /bin", name)
 }
 
 // installGrub mounts the image's root (and ESP) with /dev, /proc, /run and

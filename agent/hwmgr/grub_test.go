@@ -120,3 +120,38 @@ func TestInstallBootloaderBIOSPartitionImage(t *testing.T) {
 		t.Fatalf("ignored failure: %v", err)
 	}
 }
+
+func TestLookPathIn(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range []string{"usr/sbin", "bin"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(rel string, mode os.FileMode) {
+		if err := os.WriteFile(filepath.Join(root, rel), []byte("#!/bin/sh\n"), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("usr/sbin/grub-install", 0o755)
+	write("bin/not-executable", 0o644)
+	// An absolute link target means a path inside the image.
+	if err := os.Symlink("/usr/sbin/grub-install", filepath.Join(root, "bin/grub-mkconfig")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, want string
+		wantErr    bool
+	}{
+		{"grub-install", "/usr/sbin/grub-install", false},
+		{"grub-mkconfig", "/bin/grub-mkconfig", false},
+		{"/already/absolute", "/already/absolute", false},
+		{"not-executable", "", true},
+		{"grub2-install", "", true},
+	} {
+		got, err := lookPathIn(root, tc.name)
+		if (err != nil) != tc.wantErr || got != tc.want {
+			t.Errorf("lookPathIn(%q) = %q, %v; want %q, error %v", tc.name, got, err, tc.want, tc.wantErr)
+		}
+	}
+}

@@ -41,6 +41,7 @@ func (s *Server) lookupDoc(c echo.Context, n *proto.Node, token string) proto.Lo
 			HeartbeatTimeout:   int(s.agentHeartbeatTimeout / time.Second),
 			AgentToken:         token,
 			AgentTokenRequired: true,
+			ImmediateHeartbeat: true,
 		},
 	}
 }

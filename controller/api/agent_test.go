@@ -72,6 +72,9 @@ func TestContinueInspectionTokenNotLeftBehind(t *testing.T) {
 	if doc.Config == nil || doc.Config.AgentToken == "" || doc.Config.AgentToken == proto.MaskedToken {
 		t.Errorf("1.84 answer carries no fresh token: %+v", doc.Config)
 	}
+	if doc.Config == nil || !doc.Config.ImmediateHeartbeat {
+		t.Errorf("answer does not tell the agent this is Kiln (kiln_immediate_heartbeat): %+v", doc.Config)
+	}
 	got, err := st.GetNode(context.Background(), n.UUID)
 	if err != nil {
 		t.Fatal(err)

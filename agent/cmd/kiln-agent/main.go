@@ -26,6 +26,7 @@ import (
 	"github.com/kilnhq/kiln/agent/inventory"
 	"github.com/kilnhq/kiln/agent/netconf"
 	"github.com/kilnhq/kiln/initramfs/modload"
+	"github.com/kilnhq/kiln/proto"
 )
 
 func main() {
@@ -63,6 +64,9 @@ func main() {
 		Generic:    hw.AddSteps,
 		Inventory: func(ctx context.Context) (any, error) {
 			return inventory.Collect(ctx, inventory.Options{BootIF: cfg.BootIF, CollectLLDP: cfg.CollectLLDP, Logger: log})
+		},
+		ListenLLDP: func(ctx context.Context, ifaces []string) (map[string][]proto.LLDPTLV, error) {
+			return inventory.ListenLLDP(ctx, ifaces, 30*time.Second) // IPA's lldp_timeout
 		},
 	}
 	deps.InstallBootloader = hw.InstallBootloader
