@@ -107,11 +107,12 @@ func agentSteps(res proto.StepsResult) []proto.Step {
 // buildDeploySteps is the deploy plan once the agent has listed its steps:
 // the deploy interface's own steps, the agent's steps with a priority, and the
 // user's deploy_steps (which override the priority of a step of the same name).
-func buildDeploySteps(deployIface string, agent []proto.Step, user []proto.StepCall, imageArgs map[string]any) []proto.StepCall {
+func buildDeploySteps(deployIface string, agent []proto.Step, user []proto.StepCall) []proto.StepCall {
 	byName := map[string]proto.StepCall{}
 	add := func(s proto.StepCall) { byName[s.Interface+"."+s.Step.Step] = s }
 	if deployIface == "direct" {
-		add(proto.StepCall{Step: proto.Step{Step: "write_image", Interface: "deploy", Priority: 80}, Args: imageArgs})
+		// Its arguments are the flow state's ImageArgs, added when it is sent.
+		add(proto.StepCall{Step: proto.Step{Step: "write_image", Interface: "deploy", Priority: 80}})
 	}
 	add(proto.StepCall{Step: proto.Step{Step: "prepare_instance_boot", Interface: "deploy", Priority: 60}})
 	add(proto.StepCall{Step: proto.Step{Step: "tear_down_agent", Interface: "deploy", Priority: 40}})

@@ -2,6 +2,7 @@ package conductor
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -272,7 +273,7 @@ func (f *flow) continueSteps(ctx context.Context, kind proto.StepKind) error {
 		if err != nil {
 			return f.fail(ctx, fmt.Sprintf("Node %s: getting %s steps from the agent at %s failed: %v", n.UUID, kind, ag.URL, err))
 		}
-		plan, err := f.plan(kind, agentSteps(res))
+		plan, image, err := f.plan(kind, agentSteps(res))
 		if err != nil {
 			return f.fail(ctx, fmt.Sprintf("Node %s: %v", n.UUID, err))
 		}
@@ -283,6 +284,7 @@ func (f *flow) continueSteps(ctx context.Context, kind proto.StepKind) error {
 			s.SetCachedSteps(kind, res.Steps)
 			s.CachedStepsVersions = res.HardwareManagerVersion
 			s.Steps, s.StepIndex, s.StepSent = plan, 0, false
+			s.ImageArgs = image
 		}); err != nil {
 			return err
 		}
@@ -299,7 +301,7 @@ func (f *flow) continueSteps(ctx context.Context, kind proto.StepKind) error {
 		f.c.log.Warn("read agent commands", "node", n.UUID, "agent", ag.URL, "err", err)
 		return nil
 	}
-	cur := steps[idx]
+	cur := withImageArgs(steps[idx], fs)
 	st := agentclient.LastStepStatus(cmds, kind, cur)
 	switch st.State {
 	case agentclient.StepWait:
@@ -345,36 +347,58 @@ func isManualClean(n *proto.Node) bool {
 	return n.TargetProvisionState != nil && *n.TargetProvisionState == proto.StateManageable
 }
 
-// plan builds the step list of a flow once the agent's steps are known.
-func (f *flow) plan(kind proto.StepKind, agent []proto.Step) ([]proto.StepCall, error) {
+// plan builds the step list of a flow once the agent's steps are known, and
+// for a direct deploy write_image's arguments.
+func (f *flow) plan(kind proto.StepKind, agent []proto.Step) ([]proto.StepCall, *proto.PrepareImageParams, error) {
 	n := f.n
 	fs, err := flowstate.Of(n)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if kind == proto.StepService {
-		return buildCleanSteps(agent, fs.ServiceSteps, true)
+		steps, err := buildCleanSteps(agent, fs.ServiceSteps, true)
+		return steps, nil, err
 	}
 	if kind == proto.StepClean {
-		return buildCleanSteps(agent, fs.ManualCleanSteps, isManualClean(n))
+		steps, err := buildCleanSteps(agent, fs.ManualCleanSteps, isManualClean(n))
+		return steps, nil, err
 	}
-	user := fs.UserDeploySteps
-	var args map[string]any
+	var args *proto.PrepareImageParams
 	if f.ifs.Deploy == "direct" {
-		info, err := deploy.ImageInfo(n)
-		if err != nil {
+		if args, err = imageArgs(n); err != nil {
+			return nil, nil, err
+		}
+	}
+	return buildDeploySteps(f.ifs.Deploy, agent, fs.UserDeploySteps), args, nil
+}
+
+// imageArgs are write_image's arguments for n: what to write and the
+// rendered config drive.
+func imageArgs(n *proto.Node) (*proto.PrepareImageParams, error) {
+	info, err := deploy.ImageInfo(n)
+	if err != nil {
+		return nil, err
+	}
+	cd, err := configDriveFor(n)
+	if err != nil {
+		return nil, fmt.Errorf("building the config drive: %w", err)
+	}
+	args := &proto.PrepareImageParams{ImageInfo: info}
+	if cd != "" {
+		if args.Configdrive, err = json.Marshal(cd); err != nil {
 			return nil, err
 		}
-		cd, err := configDriveFor(n)
-		if err != nil {
-			return nil, fmt.Errorf("building the config drive: %w", err)
-		}
-		args = map[string]any{"image_info": info}
-		if cd != "" {
-			args["configdrive"] = cd
-		}
 	}
-	return buildDeploySteps(f.ifs.Deploy, agent, user, args), nil
+	return args, nil
+}
+
+// withImageArgs gives write_image its arguments from the flow state, unless
+// the operator's deploy_steps gave it some.
+func withImageArgs(s proto.StepCall, fs flowstate.State) proto.StepCall {
+	if s.Interface == "deploy" && s.Step.Step == "write_image" && s.Args == nil && fs.ImageArgs != nil {
+		s.Image = fs.ImageArgs
+	}
+	return s
 }
 
 func stepLabel(s proto.StepCall) string { return s.Interface + "." + s.Step.Step }
@@ -386,6 +410,12 @@ func stepDict(s proto.StepCall) proto.Dict {
 			v = "******"
 		}
 		args[k] = v
+	}
+	if s.Image != nil {
+		args["image_info"] = s.Image.ImageInfo
+		if len(s.Image.Configdrive) > 0 {
+			args["configdrive"] = "******"
+		}
 	}
 	return proto.Dict{"interface": s.Interface, "step": s.Step.Step, "priority": s.Priority, "args": args}
 }
@@ -408,7 +438,7 @@ func (f *flow) runSteps(ctx context.Context, kind proto.StepKind, heartbeatAt ti
 		if idx >= len(steps) {
 			return f.finishSteps(ctx, kind)
 		}
-		cur := steps[idx]
+		cur := withImageArgs(steps[idx], fs)
 		if kind == proto.StepDeploy && isConductorStep(cur) {
 			if f.n.ProvisionState != work {
 				if err := f.transition(ctx, state.EvResume, nil); err != nil {

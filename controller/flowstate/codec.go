@@ -19,6 +19,7 @@ const (
 	keyUserDeploySteps   = "kiln_user_deploy_steps"
 	keyServiceSteps      = "kiln_service_steps"
 	keyProgress          = "kiln_progress"
+	keyImageArgs         = "kiln_image_args"
 	keyLastBMCCheck      = proto.InfoLastBMCCheck
 	keyManagementRequest = proto.InfoManagementRequest
 	keyManagementResult  = proto.InfoManagementResult
@@ -69,6 +70,7 @@ var fields = []field{
 	steps(keyManualCleanSteps, func(s *State) *[]proto.StepCall { return &s.ManualCleanSteps }),
 	steps(keyUserDeploySteps, func(s *State) *[]proto.StepCall { return &s.UserDeploySteps }),
 	steps(keyServiceSteps, func(s *State) *[]proto.StepCall { return &s.ServiceSteps }),
+	ptr(keyImageArgs, func(s *State) **proto.PrepareImageParams { return &s.ImageArgs }),
 	ptr(keyProgress, func(s *State) **Progress { return &s.Progress }),
 	ptr(proto.InfoPartitionUUIDs, func(s *State) **proto.PartitionUUIDs { return &s.PartitionUUIDs }),
 	{key: keyLastBMCCheck, decode: decodeBMCCheck, encode: encodeBMCCheck},

@@ -60,6 +60,9 @@ type State struct {
 	ManualCleanSteps []proto.StepCall
 	UserDeploySteps  []proto.StepCall
 	ServiceSteps     []proto.StepCall
+	// ImageArgs are write_image's arguments (image_info and config drive),
+	// built once when the deploy is planned and sent with that step.
+	ImageArgs *proto.PrepareImageParams
 	// Progress is how far the running step has come.
 	Progress *Progress
 
@@ -123,7 +126,7 @@ type Progress struct {
 // heartbeat and inventory, progress); the agent and operator steps stay.
 func (s *State) ClearFlow() {
 	s.Request = nil
-	s.Steps, s.StepIndex, s.StepSent, s.StepSentAt = nil, 0, false, time.Time{}
+	s.ResetPlan()
 	s.HeartbeatPending = time.Time{}
 	s.InspectionPending = false
 	s.Progress = nil
@@ -132,6 +135,7 @@ func (s *State) ClearFlow() {
 // ResetPlan drops the step plan so that the next heartbeat makes a new one.
 func (s *State) ResetPlan() {
 	s.Steps, s.StepIndex, s.StepSent, s.StepSentAt = nil, 0, false, time.Time{}
+	s.ImageArgs = nil
 }
 
 // ForgetOperatorSteps drops the steps the operator asked for.
