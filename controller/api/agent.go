@@ -51,11 +51,13 @@ func (s *Server) lookupDoc(c echo.Context, n *proto.Node, token string) proto.Lo
 // inside the node's atomic update, so that a token can never be added after
 // the conductor has finished the node and wiped the agent's keys.
 func giveToken(n *proto.Node) string {
-	if fs, _ := flowstate.Of(n); fs.Agent.Token != "" || tokenOnBootMedia(n) {
+	fs, _ := flowstate.Read(n, flowstate.PartAgent)
+	if fs.Agent.Token != "" || tokenOnBootMedia(n) {
 		return proto.MaskedToken
 	}
 	t := agentclient.NewToken()
-	flowstate.Update(n, func(s *flowstate.State) { s.Agent.Token = t })
+	fs.Agent.Token = t
+	flowstate.Write(n, fs, flowstate.PartAgent)
 	return t
 }
 
@@ -160,7 +162,7 @@ func (s *Server) heartbeat(c echo.Context) error {
 	}
 	act := false
 	n, err := s.store.UpdateNode(ctx, ident, func(n *proto.Node) error {
-		fs, _ := flowstate.Of(n)
+		fs, _ := flowstate.Read(n, flowstate.PartAgent|flowstate.PartWork)
 		want := fs.Agent.Token
 		if want == "" || subtle.ConstantTimeCompare([]byte(want), []byte(hb.AgentToken)) != 1 {
 			return badRequest("Invalid or missing agent token received.")
@@ -184,7 +186,7 @@ func (s *Server) heartbeat(c echo.Context) error {
 		if action == state.HeartbeatAct {
 			fs.HeartbeatPending = now
 		}
-		n.DriverInternalInfo = flowstate.Encode(fs)
+		flowstate.Write(n, fs, flowstate.PartAgent|flowstate.PartWork)
 		if action == state.HeartbeatAct {
 			n.ProvisionUpdatedAt = proto.Now()
 			act = true

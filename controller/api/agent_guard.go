@@ -69,7 +69,7 @@ func (s *Server) guardAgentCall(c echo.Context, endpoint string) error {
 // boot media (virtual media, a per-node ramdisk): then no lookup may hand
 // one out, whoever asks, even before the conductor has stored it.
 func tokenOnBootMedia(n *proto.Node) bool {
-	if fs, _ := flowstate.Of(n); fs.Agent.TokenPregenerated {
+	if fs, _ := flowstate.Read(n, flowstate.PartAgent); fs.Agent.TokenPregenerated {
 		return true
 	}
 	ifs, err := driver.Resolve(n)

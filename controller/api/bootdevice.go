@@ -87,12 +87,12 @@ func (s *Server) managementCall(c echo.Context, req proto.ManagementRequest, che
 				return err
 			}
 		}
-		fs, _ := flowstate.Of(n)
+		fs, _ := flowstate.Read(n, flowstate.PartWork)
 		if cur := fs.ManagementRequest; cur != nil && req.RequestedAt.Sub(cur.RequestedAt) < s.conductorWait {
 			return conflict("Node %s has a boot device request in progress, please retry after it is completed.", n.UUID)
 		}
 		fs.ManagementRequest = &req
-		n.DriverInternalInfo = flowstate.Encode(fs)
+		flowstate.Write(n, fs, flowstate.PartWork)
 		return nil
 	})
 	if err != nil {
@@ -135,7 +135,7 @@ func (s *Server) awaitManagement(ctx context.Context, nodeUUID, id string) (prot
 		if err != nil {
 			return proto.ManagementResult{}, s.storeError(err, "Node", nodeUUID)
 		}
-		if fs, _ := flowstate.Of(n); fs.ManagementResult != nil && fs.ManagementResult.ID == id {
+		if fs, _ := flowstate.Read(n, flowstate.PartWork); fs.ManagementResult != nil && fs.ManagementResult.ID == id {
 			return *fs.ManagementResult, nil
 		}
 		t := time.NewTimer(delay)

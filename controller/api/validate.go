@@ -39,7 +39,7 @@ func offlineResult(n *proto.Node, ifs driver.Set, iface string) proto.ValidateRe
 	yes := true
 	out := proto.ValidateResult{Result: &yes}
 	if iface == "power" || iface == "management" {
-		if fs, _ := flowstate.Of(n); fs.LastBMCCheck != nil {
+		if fs, _ := flowstate.Read(n, flowstate.PartBMC); fs.LastBMCCheck != nil {
 			reason := secrets.Scrub(bmcCheckReason(*fs.LastBMCCheck, time.Now()))
 			out.Reason = &reason
 		}

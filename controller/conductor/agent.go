@@ -31,7 +31,7 @@ var _ AgentClient = (*agentclient.Client)(nil)
 
 // agentOf is the agent the node's last heartbeat described.
 func agentOf(n *proto.Node) agentclient.Agent {
-	fs, _ := flowstate.Of(n)
+	fs, _ := flowstate.Read(n, flowstate.PartAgent)
 	return agentclient.Agent{URL: fs.Agent.URL, Token: fs.Agent.Token, VerifyCA: fs.Agent.VerifyCA}
 }
 

@@ -264,7 +264,7 @@ func (p *powerSync) syncNode(ctx context.Context, uuid string) {
 		return
 	}
 	_, uerr := c.st.UpdateNode(ctx, uuid, func(cur *proto.Node) error {
-		flowstate.Update(cur, func(s *flowstate.State) { s.LastBMCCheck = &check })
+		flowstate.Write(cur, flowstate.State{LastBMCCheck: &check}, flowstate.PartBMC)
 		if changed && cur.TargetPowerState == nil {
 			cur.PowerState = &ps
 		}
@@ -286,7 +286,7 @@ func (p *powerSync) syncNode(ctx context.Context, uuid string) {
 // checkWorthRecording reports whether check should replace the one stored
 // in n: its outcome differs, or the stored one is old.
 func checkWorthRecording(n *proto.Node, check proto.BMCCheck) bool {
-	fs, _ := flowstate.Of(n)
+	fs, _ := flowstate.Read(n, flowstate.PartBMC)
 	prev := fs.LastBMCCheck
 	return prev == nil || prev.Error != check.Error || check.At.Sub(prev.At) >= bmcCheckRefresh
 }

@@ -24,7 +24,7 @@ var waitStates = map[proto.ProvisionState]bool{
 
 // hasWork reports whether n carries something for its conductor to do.
 func hasWork(n *proto.Node) bool {
-	fs, _ := flowstate.Of(n)
+	fs, _ := flowstate.Read(n, flowstate.PartWork)
 	if fs.Request != nil || fs.BootDevicePending || !fs.HeartbeatPending.IsZero() || fs.InspectionPending || fs.ManagementRequest != nil {
 		return true
 	}
@@ -46,7 +46,7 @@ func (c *Conductor) waitTimeoutReason(n *proto.Node, now time.Time) string {
 	if !waitStates[n.ProvisionState] || n.Maintenance {
 		return ""
 	}
-	fs, _ := flowstate.Of(n)
+	fs, _ := flowstate.Read(n, flowstate.PartAgent)
 	if last := fs.Agent.LastHeartbeat; !last.IsZero() {
 		if now.Sub(last) > c.cfg.AgentHeartbeatTimeout {
 			return fmt.Sprintf("The agent on node %s stopped heartbeating: last heartbeat %s ago, more than the %s heartbeat timeout, while the node was in %s",

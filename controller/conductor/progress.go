@@ -34,7 +34,7 @@ func (f *flow) recordProgress(ctx context.Context, cur proto.StepCall, cmd proto
 		return nil
 	}
 	label := stepLabel(cur)
-	fs, _ := flowstate.Of(f.n)
+	fs, _ := flowstate.Read(f.n, flowstate.PartProgress)
 	if old := fs.Progress; old != nil && old.Step == label && old.BytesDone == p.BytesDone &&
 		old.BytesTotal == p.BytesTotal && old.Stage == p.Stage {
 		return nil

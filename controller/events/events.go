@@ -81,7 +81,7 @@ func StepOf(n *proto.Node) string {
 
 // ProgressOf reads the progress the conductor recorded, nil if none.
 func ProgressOf(n *proto.Node) *Progress {
-	fs, _ := flowstate.Of(n)
+	fs, _ := flowstate.Read(n, flowstate.PartProgress)
 	return fs.Progress
 }
 

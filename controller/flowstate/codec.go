@@ -37,11 +37,35 @@ func Update(n *proto.Node, fn func(s *State)) {
 	n.DriverInternalInfo = Encode(s)
 }
 
+// Part is a group of State fields that a hot path may read or write alone
+// (an agent heartbeat, a scan for nodes with work, a metrics scrape), so
+// that it does not decode the step plan and the cached steps it never uses.
+type Part uint
+
+const (
+	// PartAgent is Agent.
+	PartAgent Part = 1 << iota
+	// PartWork is what the API hands to the conductor: Request,
+	// BootDevice(Pending), PowerTimeout, HeartbeatPending,
+	// InspectionPending, ManagementRequest and ManagementResult.
+	PartWork
+	// PartProgress is Progress.
+	PartProgress
+	// PartBMC is LastBMCCheck.
+	PartBMC
+	// PartPlan is everything else: the plan, the steps, image arguments.
+	PartPlan
+
+	// All is every field.
+	All = PartAgent | PartWork | PartProgress | PartBMC | PartPlan
+)
+
 // field is how one key maps to a State field.
 type field struct {
 	key    string
 	decode func(s *State, v any) error
 	encode func(s *State) (any, bool)
+	part   Part
 }
 
 var fields = []field{
@@ -135,13 +159,69 @@ func Encode(s State) proto.Dict {
 	return d
 }
 
+// partOf groups the keys; a key not named is in PartPlan.
+var partOf = map[string]Part{
+	proto.InfoAgentURL: PartAgent, proto.InfoAgentVersion: PartAgent, proto.InfoAgentVerifyCA: PartAgent,
+	proto.InfoAgentToken: PartAgent, proto.InfoAgentTokenPregen: PartAgent, proto.InfoAgentLastHeartbeat: PartAgent,
+	proto.InfoRequest: PartWork, proto.InfoBootDevice: PartWork, proto.InfoBootDevicePending: PartWork,
+	proto.InfoPowerTimeout: PartWork, proto.InfoHeartbeatPending: PartWork, proto.InfoInspectionPending: PartWork,
+	keyManagementRequest: PartWork, keyManagementResult: PartWork,
+	keyProgress:     PartProgress,
+	keyLastBMCCheck: PartBMC,
+}
+
 var fieldByKey = func() map[string]field {
 	m := map[string]field{}
-	for _, f := range fields {
-		m[f.key] = f
+	for i := range fields {
+		fields[i].part = PartPlan
+		if p, ok := partOf[fields[i].key]; ok {
+			fields[i].part = p
+		}
+		m[fields[i].key] = fields[i]
 	}
 	return m
 }()
+
+// Read decodes only the parts of n's record named: the other fields stay
+// zero. Errors are Decode's, for those parts.
+func Read(n *proto.Node, parts Part) (State, error) {
+	var s State
+	var errs []error
+	for k, v := range n.DriverInternalInfo {
+		f, known := fieldByKey[k]
+		if !known || f.part&parts == 0 || v == nil {
+			continue
+		}
+		if err := f.decode(&s, v); err != nil {
+			errs = append(errs, fmt.Errorf("driver_internal_info.%s: %w", k, err))
+			if s.extra == nil {
+				s.extra = map[string]any{}
+			}
+			s.extra[k] = v
+		}
+	}
+	return s, errors.Join(errs...)
+}
+
+// Write stores the parts of s named into n's record, in place, and leaves
+// every other key as it is. With Read it is a cheap Update of those parts.
+func Write(n *proto.Node, s State, parts Part) {
+	if n.DriverInternalInfo == nil {
+		n.DriverInternalInfo = proto.Dict{}
+	}
+	d := n.DriverInternalInfo
+	for _, f := range fields {
+		if f.part&parts == 0 {
+			continue
+		}
+		if v, ok := f.encode(&s); ok {
+			d[f.key] = v
+			d[keyVersion] = Version
+		} else if _, bad := s.extra[f.key]; !bad {
+			delete(d, f.key) // a value Read could not decode stays
+		}
+	}
+}
 
 func str(key string, at func(*State) *string) field {
 	return field{key: key,

@@ -226,3 +226,36 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+func TestReadWriteParts(t *testing.T) {
+	var d proto.Dict
+	in := `{"agent_url":"http://a","kiln_steps":[{"step":"s","interface":"deploy","priority":1}],"kiln_step_index":0,
+		"kiln_heartbeat_pending":"bad time","other":1,"kiln_progress":{"step":"deploy.s","bytes_done":1,"bytes_total":2,"updated_at":null}}`
+	if err := json.Unmarshal([]byte(in), &d); err != nil {
+		t.Fatal(err)
+	}
+	n := &proto.Node{DriverInternalInfo: d}
+	s, err := Read(n, PartAgent|PartWork)
+	if err == nil || !strings.Contains(err.Error(), "kiln_heartbeat_pending") {
+		t.Errorf("error %v, want one naming kiln_heartbeat_pending", err)
+	}
+	if s.Agent.URL != "http://a" || s.Steps != nil || s.Progress != nil {
+		t.Errorf("Read decoded outside its parts: %+v", s)
+	}
+	s.Agent.URL, s.Agent.Token = "", "tok"
+	Write(n, s, PartAgent|PartWork)
+	got := n.DriverInternalInfo
+	if _, ok := got["agent_url"]; ok || got["agent_secret_token"] != "tok" {
+		t.Errorf("agent part not written: %v", got)
+	}
+	if got["kiln_heartbeat_pending"] != "bad time" || got["other"] != 1.0 || got["kiln_steps"] == nil || got["kiln_progress"] == nil {
+		t.Errorf("Write touched what it was not given: %v", got)
+	}
+	if got[keyVersion] != Version {
+		t.Errorf("version not written: %v", got)
+	}
+	full, err := Decode(got)
+	if err == nil || len(full.Steps) != 1 || full.Progress == nil || full.Agent.Token != "tok" {
+		t.Errorf("after Write, Decode gives %+v, %v", full, err)
+	}
+}

@@ -153,7 +153,7 @@ func (m *Metrics) Observe(c events.Change) {
 	switch {
 	case !ok && state.IsTransient(a.ProvisionState):
 		verb := string(a.ProvisionState)
-		if fs, _ := flowstate.Of(c.Node); fs.Request != nil && fs.Request.Verb != "" {
+		if fs, _ := flowstate.Read(c.Node, flowstate.PartWork); fs.Request != nil && fs.Request.Verb != "" {
 			verb = fs.Request.Verb
 		}
 		m.flows[a.UUID] = flowStart{verb: verb, at: now, lastError: deref(b.LastError)}
@@ -234,7 +234,7 @@ func (nc *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 			power = string(*n.PowerState)
 		}
 		counts[key{string(n.ProvisionState), power, strconv.FormatBool(n.Maintenance)}]++
-		if fs, _ := flowstate.Of(n); !fs.Agent.LastHeartbeat.IsZero() {
+		if fs, _ := flowstate.Read(n, flowstate.PartAgent); !fs.Agent.LastHeartbeat.IsZero() {
 			ch <- prometheus.MustNewConstMetric(heartbeatAgeDesc, prometheus.GaugeValue, now.Sub(fs.Agent.LastHeartbeat).Seconds(), n.UUID)
 		}
 	}
