@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/kilnhq/kiln/controller/agentclient"
 	"github.com/kilnhq/kiln/controller/api"
@@ -57,6 +58,9 @@ type serveOptions struct {
 	bootDirSet  bool // --boot-dir given: its absence is worth a warning
 	bootUnknown string
 	bootConsole string
+
+	netboot netbootOptions
+	flags   *pflag.FlagSet // to tell flags set from defaults
 }
 
 func newServeCmd() *cobra.Command {
@@ -69,6 +73,7 @@ func newServeCmd() *cobra.Command {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			o.bootDirSet = cmd.Flags().Changed("boot-dir")
+			o.flags = cmd.Flags()
 			return serve(ctx, o)
 		},
 	}
@@ -94,6 +99,7 @@ func newServeCmd() *cobra.Command {
 	f.Float64Var(&o.agentLimit.Rate, "agent-lookup-rate", api.DefaultAgentLimit.Rate, "requests per second each source address may make to /v1/lookup and /v1/continue_inspection (0 disables the limit; loopback is never limited)")
 	f.IntVar(&o.agentLimit.Burst, "agent-lookup-burst", api.DefaultAgentLimit.Burst, "burst of /v1/lookup and /v1/continue_inspection requests allowed per source address")
 	f.IntVar(&o.powerSyncWorkers, "power-sync-workers", 8, "BMCs read at once by a power-sync round; a round starts calls for 3/4 of the interval, and nodes not reached go first next round")
+	addNetbootFlags(f, &o.netboot)
 	return cmd
 }
 
@@ -137,6 +143,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	if o.apiURL == "" {
 		o.apiURL = "http://" + ln.Addr().String()
 	}
+	o.apiURL = netbootAPIURL(o.flags, o.netboot, o.apiURL)
 	if o.powerSyncInterval == 0 {
 		o.powerSyncInterval = -1
 	}
@@ -168,6 +175,11 @@ func serve(ctx context.Context, o serveOptions) error {
 	if err := mountBoot(apiServer, wst, o, log); err != nil {
 		return err
 	}
+	nb, err := startNetboot(o.flags, o.netboot, o.apiURL, o.conductor, st, apiServer, log)
+	if err != nil {
+		return err
+	}
+	defer nb.Stop()
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics.Handler(reg))
 	mux.Handle("/", apiServer)
