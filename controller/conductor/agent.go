@@ -2,7 +2,6 @@ package conductor
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -38,16 +37,13 @@ func agentOf(n *proto.Node) agentclient.Agent {
 // nodeForAgent is the node as the agent may see it: secrets masked at any
 // depth, except the config drive, which the agent writes (Ironic sends it
 // too: as_dict(mask_configdrive=False)).
-func nodeForAgent(n *proto.Node) map[string]any {
+func nodeForAgent(n *proto.Node) *proto.Node {
 	m := secrets.Node(n)
 	if cd, ok := n.InstanceInfo["configdrive"]; ok {
 		m.InstanceInfo = maps.Clone(m.InstanceInfo)
 		m.InstanceInfo["configdrive"] = cd
 	}
-	b, _ := json.Marshal(m)
-	var doc map[string]any
-	_ = json.Unmarshal(b, &doc)
-	return doc
+	return &m
 }
 
 func (f *flow) portsForAgent(ctx context.Context) ([]*proto.Port, error) {
