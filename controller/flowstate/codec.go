@@ -79,22 +79,22 @@ var fields = []field{
 	jsonMap(proto.InfoCachedDeploySteps, func(s *State) *map[string][]proto.Step { return &s.CachedDeploySteps }),
 	jsonMap(proto.InfoCachedServiceSteps, func(s *State) *map[string][]proto.Step { return &s.CachedServiceSteps }),
 	jsonMap(proto.InfoCachedStepsVersions, func(s *State) *map[string]string { return &s.CachedStepsVersions }),
-	ptr(proto.InfoRequest, func(s *State) **Request { return &s.Request }),
+	generic(ptr(proto.InfoRequest, func(s *State) **Request { return &s.Request })),
 	ptr(proto.InfoBootDevice, func(s *State) **BootDevice { return &s.BootDevice }),
 	flag(proto.InfoBootDevicePending, func(s *State) *bool { return &s.BootDevicePending }),
 	integer(proto.InfoPowerTimeout, func(s *State) *int { return &s.PowerTimeout }, false),
 	stamp(proto.InfoHeartbeatPending, func(s *State) *time.Time { return &s.HeartbeatPending }),
 	flag(proto.InfoInspectionPending, func(s *State) *bool { return &s.InspectionPending }),
-	steps(proto.InfoSteps, func(s *State) *[]proto.StepCall { return &s.Steps }),
+	generic(steps(proto.InfoSteps, func(s *State) *[]proto.StepCall { return &s.Steps })),
 	integer(proto.InfoStepIndex, func(s *State) *int { return &s.StepIndex }, true),
 	{key: proto.InfoStepSent,
 		decode: func(s *State, v any) error { return decodeValue(v, &s.StepSent) },
 		encode: func(s *State) (any, bool) { return s.StepSent, s.StepSent || s.Steps != nil }},
 	stamp(proto.InfoStepSentAt, func(s *State) *time.Time { return &s.StepSentAt }),
-	steps(keyManualCleanSteps, func(s *State) *[]proto.StepCall { return &s.ManualCleanSteps }),
-	steps(keyUserDeploySteps, func(s *State) *[]proto.StepCall { return &s.UserDeploySteps }),
-	steps(keyServiceSteps, func(s *State) *[]proto.StepCall { return &s.ServiceSteps }),
-	ptr(keyImageArgs, func(s *State) **proto.PrepareImageParams { return &s.ImageArgs }),
+	generic(steps(keyManualCleanSteps, func(s *State) *[]proto.StepCall { return &s.ManualCleanSteps })),
+	generic(steps(keyUserDeploySteps, func(s *State) *[]proto.StepCall { return &s.UserDeploySteps })),
+	generic(steps(keyServiceSteps, func(s *State) *[]proto.StepCall { return &s.ServiceSteps })),
+	generic(ptr(keyImageArgs, func(s *State) **proto.PrepareImageParams { return &s.ImageArgs })),
 	ptr(keyProgress, func(s *State) **Progress { return &s.Progress }),
 	ptr(proto.InfoPartitionUUIDs, func(s *State) **proto.PartitionUUIDs { return &s.PartitionUUIDs }),
 	{key: keyLastBMCCheck, decode: decodeBMCCheck, encode: encodeBMCCheck},
@@ -288,6 +288,30 @@ func ptr[T any](key string, at func(*State) **T) field {
 			return nil
 		},
 		encode: func(s *State) (any, bool) { p := *at(s); return p, p != nil }}
+}
+
+// generic makes f store its value in JSON's generic form (maps, slices,
+// float64s) rather than as a Go value: step arguments and write_image's
+// arguments may hold secrets (a config drive, a password), and the masking
+// of API answers and logs sees into generic values only.
+func generic(f field) field {
+	enc := f.encode
+	f.encode = func(s *State) (any, bool) {
+		v, ok := enc(s)
+		if !ok {
+			return nil, false
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return v, true
+		}
+		var g any
+		if err := json.Unmarshal(b, &g); err != nil {
+			return v, true
+		}
+		return g, true
+	}
+	return f
 }
 
 // bmcCheck is the stored form of a proto.BMCCheck; "ok" lets a reader that

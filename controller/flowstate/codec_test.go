@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kilnhq/kiln/controller/secrets"
 	"github.com/kilnhq/kiln/proto"
 )
 
@@ -257,5 +258,38 @@ func TestReadWriteParts(t *testing.T) {
 	full, err := Decode(got)
 	if err == nil || len(full.Steps) != 1 || full.Progress == nil || full.Agent.Token != "tok" {
 		t.Errorf("after Write, Decode gives %+v, %v", full, err)
+	}
+}
+
+// TestSecretsStoredGeneric: values that may hold secrets are stored as
+// generic JSON, where the masking of API answers finds them.
+func TestSecretsStoredGeneric(t *testing.T) {
+	s := State{
+		ImageArgs: &proto.PrepareImageParams{ImageInfo: proto.ImageInfo{ID: "i"}, Configdrive: json.RawMessage(`"drive"`)},
+		Steps:     []proto.StepCall{{Step: proto.Step{Step: "s"}, Args: map[string]any{"password": "p"}}},
+		Request:   &Request{Verb: "deploy", DeploySteps: []proto.StepCall{{Args: map[string]any{"configdrive": "x"}}}},
+	}
+	d := Encode(s)
+	if args, ok := d["kiln_image_args"].(map[string]any); !ok || args["configdrive"] != "drive" {
+		t.Errorf("kiln_image_args stored as %T %v", d["kiln_image_args"], d["kiln_image_args"])
+	}
+	for _, k := range []string{"kiln_steps"} {
+		if _, ok := d[k].([]any); !ok {
+			t.Errorf("%s stored as %T", k, d[k])
+		}
+	}
+	if _, ok := d["kiln_request"].(map[string]any); !ok {
+		t.Errorf("kiln_request stored as %T", d["kiln_request"])
+	}
+	masked := secrets.MaskDict(d)
+	if cd := masked["kiln_image_args"].(map[string]any)["configdrive"]; cd != secrets.Masked {
+		t.Errorf("API answers would show the config drive: %v", cd)
+	}
+	if pw := masked["kiln_steps"].([]any)[0].(map[string]any)["args"].(map[string]any)["password"]; pw != secrets.Masked {
+		t.Errorf("API answers would show a step's password: %v", pw)
+	}
+	back, err := Decode(d)
+	if err != nil || !reflect.DeepEqual(back.ImageArgs, s.ImageArgs) || back.Steps[0].Args["password"] != "p" {
+		t.Errorf("decoded back %+v, %v", back, err)
 	}
 }
