@@ -220,7 +220,7 @@ func (f *flow) act(ctx context.Context) error {
 	f.ifs = ifs
 	fs, err := flowstate.Of(n)
 	if err != nil {
-		return f.fail(ctx, fmt.Sprintf("Node %s: unreadable driver_internal_info: %v", n.UUID, err))
+		return f.fail(ctx, fmt.Sprintf("Node %s: unreadable flow state: %v", n.UUID, err))
 	}
 	if fs.Request != nil {
 		return f.startFlow(ctx, *fs.Request)
