@@ -169,7 +169,10 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Agent, error) {
 	}
 	hc := deps.HTTPClient
 	if hc == nil {
-		hc = newHTTPClient(cfg.Insecure)
+		var err error
+		if hc, err = controllerHTTPClient(cfg); err != nil {
+			return nil, err
+		}
 	}
 	a := &Agent{
 		cfg: cfg, deps: deps, log: deps.Log, ring: deps.Ring, clock: deps.Clock, rnd: deps.Rand,

@@ -32,6 +32,11 @@ type Config struct {
 	CollectLLDP bool
 	// Insecure skips TLS verification of the controller (ipa-insecure).
 	Insecure bool
+	// CAFile is a PEM bundle of the CAs that may sign the controller's
+	// certificate: IPA's cafile option, given on the kernel command line as
+	// ipa-cafile. Without it the agent trusts DefaultCAFile when the boot
+	// media carry one, else the system's CAs.
+	CAFile string
 	// ListenHost and ListenPort (ipa-listen-port) are where the command API listens.
 	ListenHost string
 	ListenPort int
@@ -146,6 +151,8 @@ func ParseCmdline(c *Config, cmdline string, log *slog.Logger) {
 			setBool(&c.CollectLLDP, key, val, bad)
 		case "ipa-insecure":
 			setBool(&c.Insecure, key, val, bad)
+		case "ipa-cafile":
+			c.CAFile = val
 		case "ipa-enable-auto-tls":
 			setBool(&c.AutoTLS, key, val, bad)
 		case "ipa-listen-port":
@@ -292,6 +299,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(listFlag{&c.InspectionCollectors}, "inspection-collectors", "inspection collectors (ipa-inspection-collectors)")
 	fs.BoolVar(&c.CollectLLDP, "collect-lldp", c.CollectLLDP, "collect LLDP (ipa-collect-lldp)")
 	fs.BoolVar(&c.Insecure, "insecure", c.Insecure, "do not verify the controller's TLS certificate (ipa-insecure)")
+	fs.StringVar(&c.CAFile, "cafile", c.CAFile, "PEM CA bundle that signed the controller's certificate (ipa-cafile; default "+DefaultCAFile+" when present)")
 	fs.StringVar(&c.ListenHost, "listen-host", c.ListenHost, "address the command API listens on (all when empty)")
 	fs.IntVar(&c.ListenPort, "listen-port", c.ListenPort, "command API port (ipa-listen-port)")
 	fs.StringVar(&c.AdvertiseHost, "advertise-host", c.AdvertiseHost, "host in callback_url (ipa-advertise-host)")

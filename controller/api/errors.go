@@ -20,6 +20,9 @@ type Error struct {
 	// bare selects the WSGI-framework shape Ironic uses before its own code
 	// runs (unknown paths, unparseable microversions): {"code","title","description"}.
 	bare bool
+	// locked marks a 409 for a node a conductor holds: worth waiting out
+	// (see updateUnlocked).
+	locked bool
 }
 
 func (e *Error) Error() string { return e.Msg }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
@@ -326,8 +327,14 @@ func (s *Server) deleteNode(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	deadline, pause := time.Now().Add(s.lockWait), 10*time.Millisecond
+	for n.Reservation != nil && s.waitForLock(ctx, deadline, &pause) {
+		if n, err = s.getNodeOr404(c); err != nil {
+			return err
+		}
+	}
 	if n.Reservation != nil {
-		return conflict("Node %s is locked by host %s, please retry after the current operation is completed.", n.UUID, *n.Reservation)
+		return nodeLocked(n.UUID, *n.Reservation)
 	}
 	if err := deleteAllowed(n); err != nil {
 		return err

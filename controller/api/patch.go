@@ -93,9 +93,9 @@ func (s *Server) patchNode(c echo.Context) error {
 		return err
 	}
 	ident := c.Param("node")
-	n, err := s.store.UpdateNode(c.Request().Context(), ident, func(n *proto.Node) error {
+	n, err := s.updateUnlocked(c.Request().Context(), ident, func(n *proto.Node) error {
 		if n.Reservation != nil {
-			return conflict("Node %s is locked by host %s, please retry after the current operation is completed.", n.UUID, *n.Reservation)
+			return nodeLocked(n.UUID, *n.Reservation)
 		}
 		if err := patchAllowed(n, minor(c), onlyRemovesInstanceUUID(ops)); err != nil {
 			return err

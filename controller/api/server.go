@@ -41,6 +41,10 @@ type Config struct {
 	// ConductorWait bounds how long a boot-device request waits for the
 	// node's conductor to answer [40s].
 	ConductorWait time.Duration
+	// LockWait bounds how long a request waits for a conductor to release
+	// the node before answering 409 NodeLocked [DefaultLockWait]; negative:
+	// answer at once.
+	LockWait time.Duration
 }
 
 // Server is the /v1 API. It is an http.Handler.
@@ -54,6 +58,7 @@ type Server struct {
 	events                *events.Bus
 	agentLimit            *ratelimit.Limiter
 	conductorWait         time.Duration
+	lockWait              time.Duration
 }
 
 // New builds the API with every route mounted.
@@ -67,8 +72,11 @@ func New(cfg Config) *Server {
 	if cfg.ConductorWait <= 0 {
 		cfg.ConductorWait = 40 * time.Second
 	}
+	if cfg.LockWait == 0 {
+		cfg.LockWait = DefaultLockWait
+	}
 	s := &Server{store: cfg.Store, conductor: cfg.Conductor, log: cfg.Logger, notifier: cfg.Notify, agentHeartbeatTimeout: cfg.AgentHeartbeatTimeout, events: cfg.Events,
-		conductorWait: cfg.ConductorWait}
+		conductorWait: cfg.ConductorWait, lockWait: cfg.LockWait}
 	s.agentLimit = agentLimiter(cfg.AgentLimit)
 	e := echo.New()
 	e.HideBanner = true

@@ -55,14 +55,14 @@ func (s *Server) setProvisionState(c echo.Context) error {
 	}
 	ident := c.Param("node")
 	var from proto.ProvisionState
-	n, err := s.store.UpdateNode(c.Request().Context(), ident, func(n *proto.Node) error {
+	n, err := s.updateUnlocked(c.Request().Context(), ident, func(n *proto.Node) error {
 		from = n.ProvisionState
 		t, err := provisionTransition(n, req.Target, minor(c))
 		if err != nil {
 			return err
 		}
 		if n.Reservation != nil {
-			return conflict("Node %s is locked by host %s, please retry after the current operation is completed.", n.UUID, *n.Reservation)
+			return nodeLocked(n.UUID, *n.Reservation)
 		}
 		recordProvisionRequest(n, req, t)
 		return nil
@@ -236,9 +236,9 @@ func (s *Server) setPowerState(c echo.Context) error {
 		return badRequest("Invalid timeout %d: it must be a positive number of seconds", *req.Timeout)
 	}
 	ident := c.Param("node")
-	n, err := s.store.UpdateNode(c.Request().Context(), ident, func(n *proto.Node) error {
+	n, err := s.updateUnlocked(c.Request().Context(), ident, func(n *proto.Node) error {
 		if n.Reservation != nil {
-			return conflict("Node %s is locked by host %s, please retry after the current operation is completed.", n.UUID, *n.Reservation)
+			return nodeLocked(n.UUID, *n.Reservation)
 		}
 		switch n.ProvisionState {
 		case proto.StateCleaning, proto.StateCleanWait:

@@ -25,6 +25,9 @@ type ISOConfig struct {
 	// Stub is the UEFI stub the kernel, initramfs and command line are
 	// joined to (a unified kernel image); default systemd-boot's.
 	Stub string
+	// AgentCA, when set, is the PEM CA bundle of the controller's API,
+	// carried in every ISO's initramfs at AgentCAPath.
+	AgentCA []byte
 }
 
 // ISOBuilder makes per-node agent ISOs for virtual media: a unified kernel
@@ -143,8 +146,8 @@ func (b *ISOBuilder) Build(ctx context.Context, node, kernel, ramdisk, cmdline s
 		}
 		return nil
 	}
-	if networkData != nil {
-		if r, err = withNetworkData(work, r, networkData); err != nil {
+	if networkData != nil || len(b.cfg.AgentCA) > 0 {
+		if r, err = withNetworkData(work, r, networkData, b.cfg.AgentCA); err != nil {
 			return "", err
 		}
 	}
@@ -218,9 +221,9 @@ func (b *ISOBuilder) Remove(node string) error {
 }
 
 // withNetworkData writes, in dir, the initramfs at ramdisk followed by the
-// network data archive, and returns its path.
-func withNetworkData(dir, ramdisk string, data []byte) (string, error) {
-	tail, err := NetworkDataArchive(data)
+// archive of the network data and the controller's CA, and returns its path.
+func withNetworkData(dir, ramdisk string, data, agentCA []byte) (string, error) {
+	tail, err := BootFilesArchive(data, agentCA)
 	if err != nil {
 		return "", err
 	}

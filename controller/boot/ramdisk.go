@@ -13,6 +13,7 @@ import (
 	"os"
 	"path"
 	"regexp"
+	"slices"
 	"sync"
 	"time"
 
@@ -22,6 +23,10 @@ import (
 // NetworkDataPath is where a node's network data lands inside its ramdisk;
 // the agent reads it from there (agent/netconf.NetworkDataFile).
 const NetworkDataPath = "etc/kiln/network.yaml"
+
+// AgentCAPath is where the CA of the controller's API lands inside the
+// agent's ramdisk; the agent trusts it when present (agent.DefaultCAFile).
+const AgentCAPath = "etc/kiln/api-ca.pem"
 
 // ErrUnknownNode is what a NetworkDataBackend returns (wrapped or not) for
 // a node that does not exist: the handler answers 404.
@@ -46,7 +51,11 @@ type RamdiskConfig struct {
 	// MaxCached bounds the cached per-node archives (default 4096; each is
 	// the network data plus ~400 bytes).
 	MaxCached int
-	Log       *slog.Logger
+	// AgentCA, when set, is the PEM CA bundle of the controller's API: every
+	// node's ramdisk carries it at AgentCAPath, so that its agent verifies
+	// the controller over HTTPS.
+	AgentCA []byte
+	Log     *slog.Logger
 }
 
 // NewRamdiskHandler serves a node's deploy ramdisk at GET …/{node}: the
@@ -115,11 +124,15 @@ func (h *ramdiskHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
-	if len(data) == 0 {
+	if len(data) == 0 && len(h.cfg.AgentCA) == 0 {
 		http.ServeContent(w, r, "", st.ModTime(), f)
 		return
 	}
 	sum := sha256.Sum256(data)
+	if len(h.cfg.AgentCA) > 0 {
+		// The CA is part of what the archive holds, so of its cache key and ETag.
+		sum = sha256.Sum256(append(append(slices.Clip(data), 0), h.cfg.AgentCA...))
+	}
 	key := hex.EncodeToString(sum[:])
 	tail, err := h.archive(key, data)
 	if err != nil {
@@ -146,7 +159,7 @@ func (h *ramdiskHandler) archive(key string, data []byte) ([]byte, error) {
 		return a, nil
 	}
 	h.mu.Unlock()
-	a, err := NetworkDataArchive(data)
+	a, err := BootFilesArchive(data, h.cfg.AgentCA)
 	if err != nil {
 		return nil, err
 	}
@@ -166,14 +179,22 @@ func (h *ramdiskHandler) archive(key string, data []byte) ([]byte, error) {
 // NetworkDataArchive is the newc cpio archive appended to a ramdisk:
 // directories etc and etc/kiln, then NetworkDataPath (0600) holding data.
 // Its timestamps are zero so that equal data gives equal bytes.
-func NetworkDataArchive(data []byte) ([]byte, error) {
+func NetworkDataArchive(data []byte) ([]byte, error) { return BootFilesArchive(data, nil) }
+
+// BootFilesArchive is the archive appended to a node's ramdisk: its network
+// data at NetworkDataPath (0600) and the controller's CA at AgentCAPath
+// (0644), each only when not empty.
+func BootFilesArchive(networkData, agentCA []byte) ([]byte, error) {
 	var buf bytes.Buffer
 	w := cpio.Newc.Writer(&buf)
-	for _, r := range []cpio.Record{
-		cpio.Directory("etc", 0o755),
-		cpio.Directory("etc/kiln", 0o755),
-		cpio.StaticRecord(data, cpio.Info{Name: NetworkDataPath, Mode: cpio.S_IFREG | 0o600}),
-	} {
+	recs := []cpio.Record{cpio.Directory("etc", 0o755), cpio.Directory("etc/kiln", 0o755)}
+	if len(networkData) > 0 {
+		recs = append(recs, cpio.StaticRecord(networkData, cpio.Info{Name: NetworkDataPath, Mode: cpio.S_IFREG | 0o600}))
+	}
+	if len(agentCA) > 0 {
+		recs = append(recs, cpio.StaticRecord(agentCA, cpio.Info{Name: AgentCAPath, Mode: cpio.S_IFREG | 0o644}))
+	}
+	for _, r := range recs {
 		if err := w.WriteRecord(r); err != nil {
 			return nil, fmt.Errorf("cpio %s: %w", r.Name, err)
 		}

@@ -8,12 +8,15 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 
 	"github.com/kilnhq/kiln/controller/events"
@@ -29,7 +32,14 @@ type Options struct {
 	// Username and Password, when Username is set, are sent as HTTP basic
 	// credentials (OS_AUTH_TYPE=http_basic); otherwise nothing (noauth).
 	Username, Password string
-	// HTTPClient defaults to one without a timeout (event streams are long).
+	// CACertFile is a PEM bundle of the CAs that may sign the controller's
+	// certificate (OS_CACERT), instead of the system's.
+	CACertFile string
+	// Insecure skips verifying the controller's certificate (--insecure).
+	Insecure bool
+	// HTTPClient defaults to one without a timeout (event streams are long)
+	// that verifies TLS as CACertFile and Insecure say; when set, those two
+	// are ignored.
 	HTTPClient *http.Client
 }
 
@@ -51,7 +61,22 @@ func New(endpoint string, opts Options) (*Client, error) {
 	base = strings.TrimSuffix(base, "/v1")
 	hc := opts.HTTPClient
 	if hc == nil {
-		hc = &http.Client{}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		if opts.CACertFile != "" || opts.Insecure {
+			tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: opts.Insecure}
+		}
+		if opts.CACertFile != "" {
+			pem, err := os.ReadFile(opts.CACertFile)
+			if err != nil {
+				return nil, fmt.Errorf("CA certificate file: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("CA certificate file %s: no PEM certificate in it", opts.CACertFile)
+			}
+			tr.TLSClientConfig.RootCAs = pool
+		}
+		hc = &http.Client{Transport: tr}
 	}
 	return &Client{base: base, opts: opts, hc: hc}, nil
 }

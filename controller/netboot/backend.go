@@ -27,6 +27,10 @@ type Backend struct {
 	// served (…/boot/ramdisk); nodes with network data boot from
 	// RamdiskURL/<uuid> unless driver_info names a deploy_ramdisk.
 	RamdiskURL string
+	// PerNodeRamdisk sends every known node to RamdiskURL/<uuid>, with or
+	// without network data: set when those ramdisks carry the controller's
+	// CA for the agent.
+	PerNodeRamdisk bool
 }
 
 var (
@@ -73,7 +77,7 @@ func (b *Backend) decide(n *proto.Node) boot.Decision {
 	}
 	d := boot.Decision{Action: boot.BootAgent, NodeUUID: n.UUID,
 		KernelURL: b.fileURL(n.DriverInfo["deploy_kernel"]), RamdiskURL: b.fileURL(n.DriverInfo["deploy_ramdisk"])}
-	if data, _ := driver.NetworkData(n); len(data) > 0 && d.RamdiskURL == "" && b.RamdiskURL != "" {
+	if data, _ := driver.NetworkData(n); (len(data) > 0 || b.PerNodeRamdisk) && d.RamdiskURL == "" && b.RamdiskURL != "" {
 		d.RamdiskURL = strings.TrimSuffix(b.RamdiskURL, "/") + "/" + n.UUID
 	}
 	d.Inspect = n.ProvisionState == proto.StateInspectWait || n.ProvisionState == proto.StateInspecting

@@ -26,7 +26,9 @@ type AdminBMC struct {
 //
 //	GET    /bmcs                          list of AdminBMC
 //	GET    /bmcs/{i}                      one AdminBMC
-//	PUT    /bmcs/{i}/faults               body: {"latency":"200ms","error_rate":0.1,"error_status":503,"drop_rate":0.05,"session_limit":2}
+//	PUT    /bmcs/{i}/faults               body: {"latency":"200ms","error_rate":0.1,"error_status":503,"drop_rate":0.05,"session_limit":2,
+//	                                            "task_error":true,"task_hang":false,"unsticky_settings":["ProcVirtualization"],
+//	                                            "manager_reset_downtime":"60s"}
 //	PUT    /faults                        same, for every BMC
 //	POST   /bmcs/{i}/expire-sessions      end all sessions (next token use → 401)
 //	POST   /bmcs/{i}/reset-requests       zero the request counter

@@ -21,6 +21,30 @@
 //
 // Personalities (generic, idrac, ilo, supermicro) reproduce documented
 // vendor behaviour; see personality.go for each quirk and its public source.
+//
+// Each system also serves hardware configuration: Bios (attributes, an
+// attribute registry under /redfish/v1/Registries, a settings object applied
+// at the next power-on, ResetBios), Storage (RAID controller, drives, volumes
+// created and deleted through tasks), SecureBoot, Memory, a writable
+// IndicatorLED; the service has TaskService, UpdateService (SimpleUpdate,
+// FirmwareInventory whose versions change after the next boot) and
+// #Manager.Reset. Tasks move on Config.Clock, so tests use a ManualClock.
+// The vendor quirks here:
+//
+//   - idrac: a BIOS settings PATCH becomes a BIOSConfiguration job
+//     (JID_<12 digits>) under Managers/iDRAC.Embedded.1/Jobs, answered 202
+//     with the job in Location; @Redfish.SettingsApplyTime accepts Immediate
+//     (the host reboots now), OnReset and the maintenance-window values; all
+//     tasks are listed as Dell jobs (JobState Scheduled/Running/Completed/
+//     Failed); storage is RAID.Integrated.1-1.
+//   - ilo: the BIOS settings object holds the whole pending attribute set,
+//     and a PATCH answers 200 with iLO.2.15.SystemResetRequired in iLO's
+//     envelope; storage is DE00A000.
+//   - supermicro: a BIOS settings PATCH needs If-Match with the settings
+//     object's ETag (428 without, 412 stale); storage is HA-RAID.
+//
+// Faults.TaskError, TaskHang and UnstickySettings break tasks and BIOS
+// settings on purpose (admin API: PUT /faults).
 // The service enforces If-Match on PATCH against the ETag it sends, as a
 // conformant service may: re-read a resource before patching it.
 package bmcsim

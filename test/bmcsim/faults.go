@@ -26,25 +26,45 @@ type Faults struct {
 	// requests with an older X-Auth-Token get 401, as after a BMC's session
 	// timeout. Service.ExpireSessions ends them all at once instead.
 	SessionTTL time.Duration
+	// TaskError makes every task fail halfway: TaskState Exception, and its
+	// task monitor answers 500 (a BMC error mid-task).
+	TaskError bool
+	// TaskHang makes every task stop at 50% Running, never completing.
+	TaskHang bool
+	// UnstickySettings names BIOS attributes whose pending values the
+	// firmware drops at the next boot instead of applying them.
+	UnstickySettings []string
+	// ManagerResetDowntime keeps the BMC unreachable (every connection
+	// closed without an answer) this long on the service's Clock after a
+	// #Manager.Reset, as while a real BMC reboots (0 = back at once).
+	ManagerResetDowntime time.Duration
 }
 
 type faultsJSON struct {
-	Latency      string  `json:"latency,omitempty"` // Go duration, "250ms"
-	ErrorRate    float64 `json:"error_rate,omitempty"`
-	ErrorStatus  int     `json:"error_status,omitempty"`
-	DropRate     float64 `json:"drop_rate,omitempty"`
-	SessionLimit int     `json:"session_limit,omitempty"`
-	SessionTTL   string  `json:"session_ttl,omitempty"` // Go duration
+	Latency              string   `json:"latency,omitempty"` // Go duration, "250ms"
+	ErrorRate            float64  `json:"error_rate,omitempty"`
+	ErrorStatus          int      `json:"error_status,omitempty"`
+	DropRate             float64  `json:"drop_rate,omitempty"`
+	SessionLimit         int      `json:"session_limit,omitempty"`
+	SessionTTL           string   `json:"session_ttl,omitempty"` // Go duration
+	TaskError            bool     `json:"task_error,omitempty"`
+	TaskHang             bool     `json:"task_hang,omitempty"`
+	UnstickySettings     []string `json:"unsticky_settings,omitempty"`
+	ManagerResetDowntime string   `json:"manager_reset_downtime,omitempty"` // Go duration
 }
 
 // MarshalJSON writes the admin API form: latency as a Go duration string.
 func (f Faults) MarshalJSON() ([]byte, error) {
-	j := faultsJSON{ErrorRate: f.ErrorRate, ErrorStatus: f.ErrorStatus, DropRate: f.DropRate, SessionLimit: f.SessionLimit}
+	j := faultsJSON{ErrorRate: f.ErrorRate, ErrorStatus: f.ErrorStatus, DropRate: f.DropRate, SessionLimit: f.SessionLimit,
+		TaskError: f.TaskError, TaskHang: f.TaskHang, UnstickySettings: f.UnstickySettings}
 	if f.Latency != 0 {
 		j.Latency = f.Latency.String()
 	}
 	if f.SessionTTL != 0 {
 		j.SessionTTL = f.SessionTTL.String()
+	}
+	if f.ManagerResetDowntime != 0 {
+		j.ManagerResetDowntime = f.ManagerResetDowntime.String()
 	}
 	return json.Marshal(j)
 }
@@ -55,7 +75,8 @@ func (f *Faults) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	n := Faults{ErrorRate: j.ErrorRate, ErrorStatus: j.ErrorStatus, DropRate: j.DropRate, SessionLimit: j.SessionLimit}
+	n := Faults{ErrorRate: j.ErrorRate, ErrorStatus: j.ErrorStatus, DropRate: j.DropRate, SessionLimit: j.SessionLimit,
+		TaskError: j.TaskError, TaskHang: j.TaskHang, UnstickySettings: j.UnstickySettings}
 	if j.Latency != "" {
 		d, err := time.ParseDuration(j.Latency)
 		if err != nil {
@@ -69,6 +90,13 @@ func (f *Faults) UnmarshalJSON(b []byte) error {
 			return fmt.Errorf("parse session_ttl: %w", err)
 		}
 		n.SessionTTL = d
+	}
+	if j.ManagerResetDowntime != "" {
+		d, err := time.ParseDuration(j.ManagerResetDowntime)
+		if err != nil {
+			return fmt.Errorf("parse manager_reset_downtime: %w", err)
+		}
+		n.ManagerResetDowntime = d
 	}
 	if err := n.Validate(); err != nil {
 		return err
@@ -92,6 +120,15 @@ func (f Faults) Validate() error {
 		return fmt.Errorf("session TTL %v is negative", f.SessionTTL)
 	case f.SessionLimit < 0:
 		return fmt.Errorf("session limit %d is negative", f.SessionLimit)
+	case f.ManagerResetDowntime < 0:
+		return fmt.Errorf("manager reset downtime %v is negative", f.ManagerResetDowntime)
+	case f.TaskError && f.TaskHang:
+		return fmt.Errorf("task error and task hang are exclusive")
+	}
+	for _, name := range f.UnstickySettings {
+		if lookupBiosAttr(name) == nil {
+			return fmt.Errorf("unsticky setting %q is not a BIOS attribute", name)
+		}
 	}
 	return nil
 }

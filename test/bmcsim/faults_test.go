@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -28,15 +29,16 @@ func TestFaultsValidate(t *testing.T) {
 		}
 	}
 	var f Faults
-	if err := json.Unmarshal([]byte(`{"latency":"150ms","error_rate":0.25,"error_status":503,"session_ttl":"1m"}`), &f); err != nil {
+	if err := json.Unmarshal([]byte(`{"latency":"150ms","error_rate":0.25,"error_status":503,"session_ttl":"1m","task_hang":true,"unsticky_settings":["BootMode"]}`), &f); err != nil {
 		t.Fatal(err)
 	}
-	if f.Latency != 150*time.Millisecond || f.ErrorRate != 0.25 || f.ErrorStatus != 503 || f.SessionTTL != time.Minute {
+	if f.Latency != 150*time.Millisecond || f.ErrorRate != 0.25 || f.ErrorStatus != 503 || f.SessionTTL != time.Minute ||
+		!f.TaskHang || len(f.UnstickySettings) != 1 || f.UnstickySettings[0] != "BootMode" {
 		t.Errorf("decoded %+v", f)
 	}
 	b, _ := json.Marshal(f)
 	var g Faults
-	if err := json.Unmarshal(b, &g); err != nil || g != f {
+	if err := json.Unmarshal(b, &g); err != nil || !reflect.DeepEqual(g, f) {
 		t.Errorf("round trip %s → %+v %v", b, g, err)
 	}
 	if err := json.Unmarshal([]byte(`{"latency":"soon"}`), &f); err == nil {
@@ -182,7 +184,7 @@ func TestAdminAPI(t *testing.T) {
 	if f := lab.BMCs[1].Faults(); f.ErrorRate != 1 || f.ErrorStatus != 502 {
 		t.Errorf("faults not set: %+v", f)
 	}
-	if f := lab.BMCs[0].Faults(); f != (Faults{}) {
+	if f := lab.BMCs[0].Faults(); !reflect.DeepEqual(f, Faults{}) {
 		t.Errorf("other BMC changed: %+v", f)
 	}
 	if st, _, _ := do(t, nil, "GET", lab.BMCs[1].URL+"/redfish/v1", "", "", nil); st != 502 {

@@ -71,6 +71,12 @@ type LabConfig struct {
 	// random free port.
 	BasePort int
 	Logger   *slog.Logger
+	// Disks is how many disks each default Memory backend has (0 = one);
+	// RAID-1 volumes need two.
+	Disks int
+	// Clock and TaskDuration are passed to every Service (see Config).
+	Clock        Clock
+	TaskDuration time.Duration
 }
 
 // Lab is a rack of simulated BMCs, one listener each.
@@ -107,10 +113,14 @@ func StartLab(cfg LabConfig) (*Lab, error) {
 				return nil, fmt.Errorf("make backend %d: %w", i, err)
 			}
 		} else {
-			be = NewMemory(i, Inventory{Manufacturer: p.Manufacturer, Model: p.Model})
+			inv := Inventory{Manufacturer: p.Manufacturer, Model: p.Model}
+			for d := range cfg.Disks {
+				inv.Disks = append(inv.Disks, Disk{Name: "disk" + strconv.Itoa(d), SizeBytes: 10 << 30})
+			}
+			be = NewMemory(i, inv)
 		}
 		svc, err := NewService(Config{Personality: p.Name, Username: cfg.Username, Password: cfg.Password,
-			Systems: []SystemConfig{{Backend: be}}, Logger: cfg.Logger})
+			Systems: []SystemConfig{{Backend: be}}, Logger: cfg.Logger, Clock: cfg.Clock, TaskDuration: cfg.TaskDuration})
 		if err != nil {
 			_ = l.Close()
 			return nil, err

@@ -266,3 +266,10 @@ func (m *Memory) EjectMedia(context.Context) error {
 	m.media = Media{}
 	return nil
 }
+
+// PowerOns returns how many times the system was powered on or restarted.
+func (m *Memory) PowerOns() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.boots)
+}

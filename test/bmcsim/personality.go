@@ -25,6 +25,21 @@ type Personality struct {
 	VirtualMediaID        string
 	ResetTypes            []ResetType
 	BootTargets           []string
+	// StorageID is the Systems/<id>/Storage/<StorageID> segment ("" = "1").
+	StorageID string
+	// BiosApplyTimes are the @Redfish.SettingsApplyTime values accepted for
+	// BIOS settings (empty = OnReset only).
+	BiosApplyTimes []string
+	// TaskIDPrefix makes task IDs vendor-like ("JID_" + 12 digits on iDRAC).
+	TaskIDPrefix string
+
+	// biosSettingsFull makes the BIOS settings object list every attribute
+	// (current merged with pending) instead of only the pending ones.
+	biosSettingsFull bool
+	// biosSettingsNeedIfMatch refuses a BIOS settings PATCH without If-Match.
+	biosSettingsNeedIfMatch bool
+	// biosPatched answers an accepted BIOS settings PATCH (nil = ok).
+	biosPatched func(s *Service, w http.ResponseWriter, r *http.Request, sys *system, applyTime string) *apiError
 
 	// checkBoot rejects a boot PATCH before it is applied (nil = accept).
 	checkBoot []func(cur BootOverride, p bootPatch) *apiError
@@ -100,11 +115,15 @@ func init() {
 		VirtualMediaOnManager: true, VirtualMediaID: "CD",
 		ResetTypes: []ResetType{ResetOn, ResetForceOff, ResetForceRestart, ResetGracefulRestart,
 			ResetGracefulShutdown, ResetPushPowerButton, ResetNmi, ResetPowerCycle},
-		BootTargets:  []string{TargetNone, TargetPxe, TargetFloppy, TargetCd, TargetHdd, TargetBiosSetup, TargetUtilities, TargetUefiTarget, TargetSDCard, TargetUefiHTTP},
-		checkBoot:    []func(BootOverride, bootPatch) *apiError{idracTargetNeedsEnabled},
-		sessionLimit: idracSessionLimitError,
-		ok:           respondExtendedInfoSuccess,
-		oem:          idracOem,
+		BootTargets:    []string{TargetNone, TargetPxe, TargetFloppy, TargetCd, TargetHdd, TargetBiosSetup, TargetUtilities, TargetUefiTarget, TargetSDCard, TargetUefiHTTP},
+		checkBoot:      []func(BootOverride, bootPatch) *apiError{idracTargetNeedsEnabled},
+		sessionLimit:   idracSessionLimitError,
+		ok:             respondExtendedInfoSuccess,
+		oem:            idracOem,
+		StorageID:      "RAID.Integrated.1-1",
+		TaskIDPrefix:   "JID_",
+		BiosApplyTimes: []string{"Immediate", "OnReset", "AtMaintenanceWindowStart", "InMaintenanceWindowOnReset"},
+		biosPatched:    idracBiosJob,
 	})
 	registerPersonality(&Personality{
 		Name: "ilo", Vendor: "HPE", Product: "ProLiant DL360 Gen10 Plus",
@@ -113,10 +132,13 @@ func init() {
 		VirtualMediaOnManager: true, VirtualMediaID: "2",
 		ResetTypes: []ResetType{ResetOn, ResetForceOff, ResetGracefulShutdown, ResetForceRestart,
 			ResetNmi, ResetPushPowerButton, ResetGracefulRestart},
-		BootTargets: []string{TargetNone, TargetCd, TargetHdd, TargetUsb, TargetSDCard, TargetUtilities, TargetDiags, TargetBiosSetup, TargetPxe, TargetUefiShell, TargetUefiHTTP, TargetUefiTarget},
-		checkBoot:   []func(BootOverride, bootPatch) *apiError{iloModeNotWritable},
-		ok:          respondILOSuccessEnvelope,
-		oem:         iloOem,
+		BootTargets:      []string{TargetNone, TargetCd, TargetHdd, TargetUsb, TargetSDCard, TargetUtilities, TargetDiags, TargetBiosSetup, TargetPxe, TargetUefiShell, TargetUefiHTTP, TargetUefiTarget},
+		checkBoot:        []func(BootOverride, bootPatch) *apiError{iloModeNotWritable},
+		ok:               respondILOSuccessEnvelope,
+		oem:              iloOem,
+		StorageID:        "DE00A000",
+		biosSettingsFull: true,
+		biosPatched:      iloBiosResetRequired,
 	})
 	registerPersonality(&Personality{
 		Name: "supermicro", Vendor: "Supermicro", Product: "X12DPT-B6",
@@ -125,9 +147,11 @@ func init() {
 		VirtualMediaOnManager: true, VirtualMediaID: "CD1",
 		ResetTypes: []ResetType{ResetOn, ResetForceOff, ResetGracefulShutdown, ResetGracefulRestart,
 			ResetForceRestart, ResetNmi, ResetForceOn},
-		BootTargets: []string{TargetNone, TargetPxe, TargetFloppy, TargetCd, TargetUsb, TargetHdd, TargetBiosSetup, TargetUsbCd, TargetUefiBootNext, TargetUefiHTTP},
-		adjustBoot:  supermicroModeRevertsWhenOmitted,
-		checkInsert: []func(map[string]json.RawMessage) *apiError{supermicroInsertImageOnly},
+		BootTargets:             []string{TargetNone, TargetPxe, TargetFloppy, TargetCd, TargetUsb, TargetHdd, TargetBiosSetup, TargetUsbCd, TargetUefiBootNext, TargetUefiHTTP},
+		adjustBoot:              supermicroModeRevertsWhenOmitted,
+		checkInsert:             []func(map[string]json.RawMessage) *apiError{supermicroInsertImageOnly},
+		StorageID:               "HA-RAID",
+		biosSettingsNeedIfMatch: true,
 	})
 }
 

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,6 +36,13 @@ type QEMUConfig struct {
 	UEFI bool
 	// OVMFCode and OVMFVars default to Debian's /usr/share/OVMF/OVMF_{CODE,VARS}_4M.fd.
 	OVMFCode, OVMFVars string
+	// OVMFSecureCode and OVMFEnrolledVars are used instead while secure boot
+	// is enabled (Redfish SecureBootEnable, from the next power-on): the
+	// SMM-enforcing firmware and a variables file with the Microsoft keys
+	// enrolled and secure boot on. Defaults: Debian's
+	// /usr/share/OVMF/OVMF_CODE_4M.secboot.fd and OVMF_VARS_4M.ms.fd. The
+	// per-VM copy is OVMF_VARS.secboot.fd, kept apart from OVMF_VARS.fd.
+	OVMFSecureCode, OVMFEnrolledVars string
 	// MAC of the virtio NIC (default derived from the UUID).
 	MAC string
 	// Disk is the disk image (raw or qcow2, by extension unless DiskFormat is
@@ -69,13 +77,14 @@ type QEMU struct {
 
 	op sync.Mutex // serialises Reset / Close
 
-	mu       sync.Mutex
-	cur      *vmProc
-	boot     BootOverride
-	media    Media
-	mediaISO string // local copy of the inserted image
-	powerOns int
-	closed   bool
+	mu         sync.Mutex
+	cur        *vmProc
+	boot       BootOverride
+	media      Media
+	mediaISO   string // local copy of the inserted image
+	powerOns   int
+	closed     bool
+	secureBoot bool // boot the next power-on with the secure-boot firmware
 }
 
 type vmProc struct {
@@ -122,6 +131,12 @@ func NewQEMU(cfg QEMUConfig) (*QEMU, error) {
 	}
 	if cfg.OVMFVars == "" {
 		cfg.OVMFVars = "/usr/share/OVMF/OVMF_VARS_4M.fd"
+	}
+	if cfg.OVMFSecureCode == "" {
+		cfg.OVMFSecureCode = "/usr/share/OVMF/OVMF_CODE_4M.secboot.fd"
+	}
+	if cfg.OVMFEnrolledVars == "" {
+		cfg.OVMFEnrolledVars = "/usr/share/OVMF/OVMF_VARS_4M.ms.fd"
 	}
 	if cfg.Disk != "" && cfg.DiskFormat == "" {
 		cfg.DiskFormat = "raw"
@@ -194,6 +209,24 @@ func (q *QEMU) PowerOns() int {
 
 // Inventory implements Backend.
 func (q *QEMU) Inventory() Inventory { return q.inv }
+
+// SetSecureBoot chooses the firmware of the next power-on: with secure boot,
+// OVMF's SMM secure-boot build and the enrolled-keys variables. It has no
+// effect on a SeaBIOS (non-UEFI) VM.
+func (q *QEMU) SetSecureBoot(enable bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.secureBoot = enable
+}
+
+// ovmfFiles returns the firmware code, the variables template and the per-VM
+// variables file for the next start. Called with q.mu held.
+func (q *QEMU) ovmfFiles() (code, template, vars string) {
+	if q.secureBoot {
+		return q.cfg.OVMFSecureCode, q.cfg.OVMFEnrolledVars, filepath.Join(q.cfg.Dir, "OVMF_VARS.secboot.fd")
+	}
+	return q.cfg.OVMFCode, q.cfg.OVMFVars, filepath.Join(q.cfg.Dir, "OVMF_VARS.fd")
+}
 
 // PowerState implements Backend.
 func (q *QEMU) PowerState(context.Context) (PowerState, error) {
@@ -443,9 +476,15 @@ func (q *QEMU) args(target, iso string) ([]string, []string) {
 		"-boot", "strict=on",
 	}
 	if c.UEFI {
+		code, _, vars := q.ovmfFiles()
+		if q.secureBoot {
+			// The secure-boot build keeps its variables in SMM-protected flash.
+			a[slices.Index(a, "q35")] = "q35,smm=on"
+			a = append(a, "-global", "driver=cfi.pflash01,property=secure,value=on")
+		}
 		a = append(a,
-			"-drive", "if=pflash,format=raw,unit=0,readonly=on,file="+c.OVMFCode,
-			"-drive", "if=pflash,format=raw,unit=1,file="+filepath.Join(c.Dir, "OVMF_VARS.fd"),
+			"-drive", "if=pflash,format=raw,unit=0,readonly=on,file="+code,
+			"-drive", "if=pflash,format=raw,unit=1,file="+vars,
 			"-fw_cfg", "name=opt/org.tianocore/IPv6PXESupport,string=n")
 	}
 	var order []string
@@ -491,9 +530,9 @@ func (q *QEMU) args(target, iso string) ([]string, []string) {
 func (q *QEMU) startLocked() error {
 	target := q.boot.EffectiveTarget()
 	if q.cfg.UEFI {
-		vars := filepath.Join(q.cfg.Dir, "OVMF_VARS.fd")
+		_, template, vars := q.ovmfFiles()
 		if _, err := os.Stat(vars); errors.Is(err, os.ErrNotExist) {
-			if err := copyFile(q.cfg.OVMFVars, vars); err != nil {
+			if err := copyFile(template, vars); err != nil {
 				return err
 			}
 		}

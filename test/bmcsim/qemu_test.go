@@ -346,3 +346,92 @@ func TestQEMUGuestRebootUsesNewOrder(t *testing.T) {
 		t.Errorf("after ForceOff: %s, power-ons %d → %d", ps, n, q.PowerOns())
 	}
 }
+
+// TestQEMUSecureBootFirmware: SecureBootEnable over Redfish switches the
+// next power-on of a UEFI VM to OVMF's secure-boot build (SMM on, secure
+// pflash) with its own copy of the enrolled-keys variables; disabling it
+// goes back to the plain firmware and variables. The VM's Storage drives
+// are its disks.
+func TestQEMUSecureBootFirmware(t *testing.T) {
+	q := &QEMU{cfg: QEMUConfig{Dir: "/vm/x", Accel: "tcg", CPUs: 2, MemoryMiB: 1024, MAC: "52:54:00:00:00:01",
+		Disk: "/vm/x/disk.raw", DiskFormat: "raw", UEFI: true, OVMFCode: "/code.fd", OVMFVars: "/vars.fd",
+		OVMFSecureCode: "/secure-code.fd", OVMFEnrolledVars: "/ms-vars.fd"},
+		inv: DefaultInventory(0, Inventory{Disks: []Disk{{Name: "vda", SizeBytes: 8 << 30}}})}
+	svc, err := NewService(Config{Systems: []SystemConfig{{Backend: q}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(svc)
+	defer srv.Close()
+	u, p := svc.Credentials()
+	line := func() string { a, _ := q.args(TargetHdd, ""); return strings.Join(a, " ") }
+	plain := []string{"-machine q35 ", "file=/code.fd", "file=/vm/x/OVMF_VARS.fd"}
+	secure := []string{"-machine q35,smm=on", "driver=cfi.pflash01,property=secure,value=on", "file=/secure-code.fd", "file=/vm/x/OVMF_VARS.secboot.fd"}
+	check := func(want, not []string) {
+		t.Helper()
+		l := line()
+		for _, w := range want {
+			if !strings.Contains(l, w) {
+				t.Errorf("args lack %q: %s", w, l)
+			}
+		}
+		for _, w := range not {
+			if strings.Contains(l, w) {
+				t.Errorf("args have %q: %s", w, l)
+			}
+		}
+	}
+	check(plain, secure)
+	for _, tc := range []struct {
+		enable    bool
+		want, not []string
+	}{{true, secure, plain}, {false, plain, secure}} {
+		if st, _, m := do(t, nil, "PATCH", srv.URL+"/redfish/v1/Systems/1/SecureBoot", u, p, map[string]any{"SecureBootEnable": tc.enable}); st != http.StatusNoContent {
+			t.Fatalf("PATCH SecureBootEnable=%v: %d %v", tc.enable, st, m)
+		}
+		check(tc.want, tc.not)
+	}
+	_, _, m := do(t, nil, "GET", srv.URL+"/redfish/v1/Systems/1/Storage/1", u, p, nil)
+	if n := m["Drives@odata.count"]; n != 1.0 {
+		t.Errorf("QEMU storage drives %v, want its one disk", n)
+	}
+}
+
+// TestQEMUSecureBootStarts boots a real VM with the secure-boot firmware: QEMU
+// accepts the SMM/secure-pflash command line, OVMF runs its boot manager
+// (BdsDxe on the serial console), and the VM has its own copy of the
+// enrolled-keys variables.
+func TestQEMUSecureBootStarts(t *testing.T) {
+	testtool.Need(t, "qemu-system-x86_64")
+	for _, f := range []string{"/usr/share/OVMF/OVMF_CODE_4M.secboot.fd", "/usr/share/OVMF/OVMF_VARS_4M.ms.fd"} {
+		if _, err := os.Stat(f); err != nil {
+			t.Skipf("OVMF secure-boot files not installed: %v", err)
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "vm")
+	q, err := NewQEMU(QEMUConfig{Dir: dir, UEFI: true, MemoryMiB: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = q.Close(context.Background()) })
+	ctx := context.Background()
+	q.SetSecureBoot(true)
+	if err := q.Reset(ctx, ResetOn); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "OVMF boot manager output", 50*time.Second, func() bool {
+		return strings.Contains(segment(t, q.SerialLog(), 1), "BdsDxe")
+	})
+	if ps, _ := q.PowerState(ctx); ps != PowerOn {
+		t.Errorf("secure-boot VM not running: %s", ps)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "OVMF_VARS.secboot.fd")); err != nil {
+		t.Errorf("no per-VM enrolled-keys variables: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "OVMF_VARS.fd")); err == nil {
+		t.Error("plain variables copied for a secure-boot start")
+	}
+	if err := q.Reset(ctx, ResetForceOff); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -37,6 +37,12 @@ type Config struct {
 	Systems []SystemConfig
 	// Logger receives one debug line per request (nil = discard).
 	Logger *slog.Logger
+	// Clock moves tasks on (nil = the real clock); a ManualClock makes
+	// tests deterministic.
+	Clock Clock
+	// TaskDuration is how long a task (volume create/delete, firmware update)
+	// runs on Clock; zero means DefaultTaskDuration.
+	TaskDuration time.Duration
 }
 
 // SystemConfig is one system of a Service.
@@ -53,6 +59,7 @@ type system struct {
 	requests atomic.Uint64 // requests under Systems/<id> and Chassis/<id>
 	mu       sync.Mutex
 	asset    string
+	hw       *hwState
 }
 
 type session struct {
@@ -70,8 +77,21 @@ type Service struct {
 	log        *slog.Logger
 	uuid       string
 
-	faults   atomic.Pointer[Faults]
-	requests atomic.Uint64
+	faults        atomic.Pointer[Faults]
+	requests      atomic.Uint64
+	managerResets atomic.Uint64
+	bmcDownUntil  atomic.Int64 // Clock UnixNano until which a manager reset keeps the BMC unreachable
+
+	clock    Clock
+	taskDur  time.Duration
+	taskMu   sync.Mutex
+	tasks    []*task
+	taskByID map[string]*task
+	nextTask int
+
+	fwMu       sync.Mutex
+	bmcVersion string
+	bmcStaged  string // active after the next manager reset
 
 	mu       sync.Mutex
 	sessions map[string]*session // by token
@@ -91,7 +111,14 @@ func NewService(cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("bmcsim: personality %s has one system per BMC, got %d", p.Name, len(cfg.Systems))
 	}
 	s := &Service{p: p, user: cfg.Username, pass: cfg.Password, byID: map[string]*system{},
-		log: cfg.Logger, sessions: map[string]*session{}}
+		log: cfg.Logger, sessions: map[string]*session{}, clock: cfg.Clock, taskDur: cfg.TaskDuration,
+		taskByID: map[string]*task{}, bmcVersion: "1.0.0"}
+	if s.clock == nil {
+		s.clock = realClock{}
+	}
+	if s.taskDur <= 0 {
+		s.taskDur = DefaultTaskDuration
+	}
 	if s.user == "" {
 		s.user = DefaultUsername
 	}
@@ -118,7 +145,7 @@ func NewService(cfg Config) (*Service, error) {
 		if sc.Backend == nil {
 			return nil, fmt.Errorf("bmcsim: system %q has no backend", id)
 		}
-		sys := &system{id: id, backend: sc.Backend}
+		sys := &system{id: id, backend: sc.Backend, hw: newHWState(sc.Backend)}
 		s.systems = append(s.systems, sys)
 		s.byID[id] = sys
 	}
@@ -211,7 +238,8 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if f.DropRate > 0 && rand.Float64() < f.DropRate {
+	rebooting := s.clock.Now().UnixNano() < s.bmcDownUntil.Load()
+	if rebooting || (f.DropRate > 0 && rand.Float64() < f.DropRate) {
 		if hj, ok := w.(http.Hijacker); ok {
 			if conn, _, err := hj.Hijack(); err == nil {
 				_ = conn.Close()
@@ -268,6 +296,12 @@ func (s *Service) route(w http.ResponseWriter, r *http.Request) *apiError {
 		return s.routeChassis(w, r, seg[1:])
 	case "SessionService":
 		return s.routeSessions(w, r, seg[1:])
+	case "TaskService":
+		return s.routeTasks(w, r, seg[1:])
+	case "UpdateService":
+		return s.routeUpdate(w, r, seg[1:])
+	case "Registries":
+		return s.routeRegistries(w, r, seg[1:])
 	}
 	return errNotFound(r.URL.Path)
 }
@@ -389,6 +423,9 @@ func (s *Service) serviceRoot(w http.ResponseWriter) {
 	m["Managers"] = link(root + "/Managers")
 	m["Chassis"] = link(root + "/Chassis")
 	m["SessionService"] = link(root + "/SessionService")
+	m["TaskService"] = link(root + "/TaskService")
+	m["UpdateService"] = link(updatePath)
+	m["Registries"] = link(root + "/Registries")
 	m["Links"] = map[string]any{"Sessions": link(root + "/SessionService/Sessions")}
 	m["ProtocolFeaturesSupported"] = map[string]any{
 		"ExpandQuery": map[string]any{"ExpandAll": false, "Levels": false, "Links": false, "NoLinks": false},
@@ -625,7 +662,9 @@ func (s *Service) routeManagers(w http.ResponseWriter, r *http.Request, seg []st
 			m["ManagerType"] = "BMC"
 			m["Manufacturer"] = s.p.Vendor
 			m["Model"] = s.p.Product
-			m["FirmwareVersion"] = "1.0.0"
+			s.fwMu.Lock()
+			m["FirmwareVersion"] = s.bmcVersion
+			s.fwMu.Unlock()
 			m["UUID"] = s.uuid
 			m["PowerState"] = "On"
 			m["Status"] = status()
@@ -635,9 +674,11 @@ func (s *Service) routeManagers(w http.ResponseWriter, r *http.Request, seg []st
 				chassis = append(chassis, link(root+"/Chassis/"+sys.id))
 			}
 			m["Links"] = map[string]any{"ManagerForServers": servers, "ManagerForChassis": chassis}
-			if s.p.VirtualMediaOnManager {
-				m["VirtualMedia"] = link(mpath + "/VirtualMedia")
-			}
+			m["VirtualMedia"] = link(mpath + "/VirtualMedia")
+			m["Actions"] = map[string]any{"#Manager.Reset": map[string]any{
+				"target":                            mpath + "/Actions/Manager.Reset",
+				"ResetType@Redfish.AllowableValues": managerResetTypes,
+			}}
 			if o := s.oem("Manager"); o != nil {
 				m["Oem"] = o
 			}
@@ -645,8 +686,13 @@ func (s *Service) routeManagers(w http.ResponseWriter, r *http.Request, seg []st
 			return nil
 		})
 	}
-	if seg[1] == "VirtualMedia" && s.p.VirtualMediaOnManager {
-		return s.routeVirtualMedia(w, r, s.systems[0], mpath+"/VirtualMedia", seg[2:])
+	switch {
+	case seg[1] == "VirtualMedia":
+		return s.routeVirtualMedia(w, r, s.managerMedia(), mpath+"/VirtualMedia", seg[2:])
+	case len(seg) == 3 && seg[1] == "Actions" && seg[2] == "Manager.Reset":
+		return only(r, "POST", func() *apiError { return s.managerReset(w, r) })
+	case seg[1] == "Jobs" && s.p.TaskIDPrefix == "JID_":
+		return s.routeJobs(w, r, seg[2:])
 	}
 	return errNotFound(r.URL.Path)
 }

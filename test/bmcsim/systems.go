@@ -25,6 +25,7 @@ func (s *Service) routeSystems(w http.ResponseWriter, r *http.Request, seg []str
 		return errNotFound(r.URL.Path)
 	}
 	sys.requests.Add(1)
+	s.syncBoots(sys)
 	spath := s.SystemPath(sys.id)
 	rest := seg[1:]
 	switch {
@@ -49,7 +50,15 @@ func (s *Service) routeSystems(w http.ResponseWriter, r *http.Request, seg []str
 	case rest[0] == "SimpleStorage":
 		return s.simpleStorage(w, r, sys, spath, rest[1:])
 	case rest[0] == "VirtualMedia" && !s.p.VirtualMediaOnManager:
-		return s.routeVirtualMedia(w, r, sys, spath+"/VirtualMedia", rest[1:])
+		return s.routeVirtualMedia(w, r, s.systemMedia(sys), spath+"/VirtualMedia", rest[1:])
+	case rest[0] == "Memory":
+		return s.memory(w, r, sys, spath, rest[1:])
+	case rest[0] == "SecureBoot":
+		return s.secureBoot(w, r, sys, spath, rest[1:])
+	case rest[0] == "Bios":
+		return s.routeBios(w, r, sys, spath, rest[1:])
+	case rest[0] == "Storage":
+		return s.routeStorage(w, r, sys, spath, rest[1:])
 	}
 	return errNotFound(r.URL.Path)
 }
@@ -74,10 +83,15 @@ func (s *Service) systemResource(r *http.Request, sys *system) (map[string]any, 
 	m["Model"] = inv.Model
 	m["SerialNumber"] = inv.SerialNumber
 	m["UUID"] = inv.UUID
-	m["BiosVersion"] = inv.BIOSVersion
 	sys.mu.Lock()
 	m["AssetTag"] = sys.asset
 	sys.mu.Unlock()
+	sys.hw.mu.Lock()
+	m["BiosVersion"] = sys.hw.biosVersion
+	m["IndicatorLED"] = sys.hw.led
+	m["LocationIndicatorActive"] = sys.hw.led != LEDOff
+	sys.hw.mu.Unlock()
+	m["IndicatorLED@Redfish.AllowableValues"] = []string{LEDLit, LEDBlinking, LEDOff}
 	m["PowerState"] = ps
 	m["Status"] = status()
 	m["Boot"] = map[string]any{
@@ -93,6 +107,10 @@ func (s *Service) systemResource(r *http.Request, sys *system) (map[string]any, 
 	m["Processors"] = link(spath + "/Processors")
 	m["EthernetInterfaces"] = link(spath + "/EthernetInterfaces")
 	m["SimpleStorage"] = link(spath + "/SimpleStorage")
+	m["Memory"] = link(spath + "/Memory")
+	m["SecureBoot"] = link(spath + "/SecureBoot")
+	m["Bios"] = link(spath + "/Bios")
+	m["Storage"] = link(spath + "/Storage")
 	if !s.p.VirtualMediaOnManager {
 		m["VirtualMedia"] = link(spath + "/VirtualMedia")
 	}
@@ -117,7 +135,7 @@ var (
 	systemReadOnly = []string{"Id", "Name", "SystemType", "Manufacturer", "Model", "SerialNumber", "UUID",
 		"BiosVersion", "PowerState", "Status", "ProcessorSummary", "MemorySummary", "Processors",
 		"EthernetInterfaces", "SimpleStorage", "VirtualMedia", "Links", "Actions", "Oem", "HostName",
-		"IndicatorLED", "PowerRestorePolicy", "Description"}
+		"PowerRestorePolicy", "Description", "Memory", "SecureBoot", "Bios", "Storage"}
 	bootReadOnly = []string{"BootOrder", "BootNext", "UefiTargetBootSourceOverride", "AliasBootOrder",
 		"HttpBootUri", "BootOptions", "Certificates", "AutomaticRetryConfig", "AutomaticRetryAttempts",
 		"RemainingAutomaticRetryAttempts", "StopBootOnFault", "TrustedModuleRequiredToBoot", "BootOrderPropertySelection"}
@@ -137,6 +155,7 @@ func (s *Service) patchSystem(w http.ResponseWriter, r *http.Request, sys *syste
 	}
 	var (
 		asset    *string
+		led      *string
 		bootRaw  json.RawMessage
 		haveBoot bool
 	)
@@ -152,6 +171,27 @@ func (s *Service) patchSystem(w http.ResponseWriter, r *http.Request, sys *syste
 			asset = &v
 		case k == "Boot":
 			bootRaw, haveBoot = raw, true
+		case k == "IndicatorLED":
+			var v string
+			if err := json.Unmarshal(raw, &v); err != nil {
+				return errValueType(k, string(raw))
+			}
+			if v != LEDLit && v != LEDBlinking && v != LEDOff {
+				return errValueNotInList(k, v)
+			}
+			led = &v
+		case k == "LocationIndicatorActive":
+			var v bool
+			if err := json.Unmarshal(raw, &v); err != nil {
+				return errValueType(k, string(raw))
+			}
+			if led == nil {
+				st := LEDOff
+				if v {
+					st = LEDLit
+				}
+				led = &st
+			}
 		case contains(systemReadOnly, k):
 			return errPropertyNotWritable(k)
 		default:
@@ -171,6 +211,11 @@ func (s *Service) patchSystem(w http.ResponseWriter, r *http.Request, sys *syste
 		sys.mu.Lock()
 		sys.asset = *asset
 		sys.mu.Unlock()
+	}
+	if led != nil {
+		sys.hw.mu.Lock()
+		sys.hw.led = *led
+		sys.hw.mu.Unlock()
 	}
 	s.p.ok(w)
 	return nil
@@ -375,17 +420,54 @@ func (s *Service) simpleStorage(w http.ResponseWriter, r *http.Request, sys *sys
 
 // --- virtual media ---
 
-func (s *Service) routeVirtualMedia(w http.ResponseWriter, r *http.Request, sys *system, cpath string, seg []string) *apiError {
-	id := s.p.VirtualMediaID
-	vpath := cpath + "/" + id
-	switch {
-	case len(seg) == 0:
+// mediaDevice is one virtual CD of a VirtualMedia collection and the system
+// it is attached to.
+type mediaDevice struct {
+	id  string
+	sys *system
+}
+
+// systemMedia is the virtual CD under Systems/<id>/VirtualMedia.
+func (s *Service) systemMedia(sys *system) []mediaDevice {
+	return []mediaDevice{{id: s.p.VirtualMediaID, sys: sys}}
+}
+
+// managerMedia lists the virtual CDs under the manager: the personality's
+// device ID for a one-system BMC, one "<ID>-<system>" device per system when
+// a generic service holds several.
+func (s *Service) managerMedia() []mediaDevice {
+	if len(s.systems) == 1 {
+		return s.systemMedia(s.systems[0])
+	}
+	var d []mediaDevice
+	for _, sys := range s.systems {
+		d = append(d, mediaDevice{id: s.p.VirtualMediaID + "-" + sys.id, sys: sys})
+	}
+	return d
+}
+
+func (s *Service) routeVirtualMedia(w http.ResponseWriter, r *http.Request, devs []mediaDevice, cpath string, seg []string) *apiError {
+	if len(seg) == 0 {
 		return only(r, "GET", func() *apiError {
+			var ids []string
+			for _, d := range devs {
+				ids = append(ids, cpath+"/"+d.id)
+			}
 			writeResource(w, r, collection(cpath, "#VirtualMediaCollection.VirtualMediaCollection",
-				"Virtual Media Services", []string{vpath}))
+				"Virtual Media Services", ids))
 			return nil
 		})
-	case seg[0] != id:
+	}
+	var sys *system
+	for _, d := range devs {
+		if d.id == seg[0] {
+			sys = d.sys
+		}
+	}
+	id := seg[0]
+	vpath := cpath + "/" + id
+	switch {
+	case sys == nil:
 		return errNotFound(r.URL.Path)
 	case len(seg) == 1:
 		return only(r, "GET", func() *apiError {

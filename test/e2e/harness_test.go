@@ -222,6 +222,9 @@ type lab struct {
 	agentFw string // host port forwarded to the agent's 9999
 	node    string // UUID
 	timings []string
+	// secure (labOpts.secure): kiln serve's extra flags, and the client
+	// and credentials the API is called with.
+	secure *secureAPI
 }
 
 type labOpts struct {
@@ -230,6 +233,9 @@ type labOpts struct {
 	// guestIP is the agent's address when it is not QEMU's first DHCP
 	// address (a static-IP host): the port forward to the agent needs it.
 	guestIP string
+	// secure runs kiln serve with --htpasswd and a self-signed --tls-cert
+	// (tls_test.go).
+	secure bool
 }
 
 func newLab(t *testing.T, name string, o labOpts) *lab {
@@ -248,6 +254,9 @@ func newLab(t *testing.T, name string, o labOpts) *lab {
 	})
 	l := &lab{t: t, name: name, dir: dir, db: filepath.Join(dir, "kiln.db"), addr: kilnproc.FreeAddr(t)}
 	l.agentFw = portOf(kilnproc.FreeAddr(t))
+	if o.secure {
+		l.secure = newSecureAPI(t, dir)
+	}
 	l.startKiln()
 	l.images = newImageServer(t)
 
@@ -287,13 +296,17 @@ func newLab(t *testing.T, name string, o labOpts) *lab {
 }
 
 func (l *lab) startKiln() {
-	l.kiln = kilnproc.StartAddr(l.t, kilnBin, l.db, l.addr,
-		"--api-url", "http://10.0.2.2:"+portOf(l.addr),
+	scheme, extra := "http", []string(nil)
+	if l.secure != nil {
+		scheme, extra = "https", l.secure.flags
+	}
+	l.kiln = kilnproc.StartAddr(l.t, kilnBin, l.db, l.addr, append([]string{
+		"--api-url", scheme + "://10.0.2.2:" + portOf(l.addr),
 		"--boot-dir", filepath.Join(repoRoot, "out"),
 		// The BMC simulator runs on the host: it fetches controller-built
 		// ISOs at the listen address, not at the guests' 10.0.2.2.
-		"--media-url", "http://"+l.addr,
-		"--callback-timeout", "6m", "--power-sync-interval", "0", "--log-level", "debug")
+		"--media-url", scheme + "://" + l.addr,
+		"--callback-timeout", "6m", "--power-sync-interval", "0", "--log-level", "debug"}, extra...)...)
 }
 
 func tail(s string, n int) string {
@@ -314,7 +327,12 @@ func (l *lab) api(method, path string, body any, out any) int {
 	req, _ := http.NewRequest(method, l.kiln.URL+path, rd)
 	req.Header.Set("X-OpenStack-Ironic-API-Version", "1.95")
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	hc := http.DefaultClient
+	if l.secure != nil {
+		hc = l.secure.client
+		req.SetBasicAuth(l.secure.user, l.secure.password)
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		l.t.Fatalf("%s %s: %v", method, path, err)
 	}

@@ -25,6 +25,8 @@ const DefaultEndpoint = "http://127.0.0.1:6385"
 // cliOptions are the connection and output settings every client command shares.
 type cliOptions struct {
 	url, authType, username, password, config, output string
+	cacert                                            string
+	insecure                                          bool
 }
 
 // fileConfig is ~/.config/kiln/config.yaml.
@@ -33,6 +35,8 @@ type fileConfig struct {
 	AuthType string `yaml:"auth_type"`
 	Username string `yaml:"username"`
 	Password string `yaml:"password"`
+	CACert   string `yaml:"cacert"`
+	Insecure bool   `yaml:"insecure"`
 }
 
 // addClientFlags puts the shared flags on a top-level client command.
@@ -43,6 +47,8 @@ func addClientFlags(cmd *cobra.Command, o *cliOptions) {
 	f.StringVar(&o.username, "username", "", "HTTP basic user (default: $OS_USERNAME)")
 	f.StringVar(&o.password, "password", "", "HTTP basic password (default: $OS_PASSWORD)")
 	f.StringVar(&o.config, "config", "", "config file (default: $KILN_CONFIG, else ~/.config/kiln/config.yaml)")
+	f.StringVar(&o.cacert, "os-cacert", "", "PEM CA bundle that signed the controller's certificate (default: $OS_CACERT, the config file)")
+	f.BoolVar(&o.insecure, "insecure", false, "do not verify the controller's TLS certificate")
 	f.StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
 }
 
@@ -95,6 +101,8 @@ func (o *cliOptions) resolve() (endpoint string, opts client.Options, err error)
 	default:
 		return "", opts, fmt.Errorf("unsupported auth type %q: use none or http_basic", auth)
 	}
+	opts.CACertFile = first(o.cacert, os.Getenv("OS_CACERT"), fc.CACert)
+	opts.Insecure = o.insecure || fc.Insecure
 	switch o.output {
 	case "table", "json", "yaml":
 	default:

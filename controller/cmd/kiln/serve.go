@@ -61,6 +61,7 @@ type serveOptions struct {
 
 	netboot netbootOptions
 	flags   *pflag.FlagSet // to tell flags set from defaults
+	trust   trustOptions
 }
 
 func newServeCmd() *cobra.Command {
@@ -100,6 +101,7 @@ func newServeCmd() *cobra.Command {
 	f.IntVar(&o.agentLimit.Burst, "agent-lookup-burst", api.DefaultAgentLimit.Burst, "burst of /v1/lookup and /v1/continue_inspection requests allowed per source address")
 	f.IntVar(&o.powerSyncWorkers, "power-sync-workers", 8, "BMCs read at once by a power-sync round; a round starts calls for 3/4 of the interval, and nodes not reached go first next round")
 	addNetbootFlags(f, &o.netboot)
+	addTrustFlags(f, &o.trust)
 	return cmd
 }
 
@@ -136,12 +138,19 @@ func serve(ctx context.Context, o serveOptions) error {
 	}
 	defer st.Close()
 
+	tlsCfg, err := o.trust.tlsConfig(log)
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", o.listen, err)
 	}
 	if o.apiURL == "" {
 		o.apiURL = "http://" + ln.Addr().String()
+		if tlsCfg != nil {
+			o.apiURL = "https://" + ln.Addr().String()
+		}
 	}
 	o.apiURL = netbootAPIURL(o.flags, o.netboot, o.apiURL)
 	if o.powerSyncInterval == 0 {
@@ -183,8 +192,14 @@ func serve(ctx context.Context, o serveOptions) error {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics.Handler(reg))
 	mux.Handle("/", apiServer)
+	handler, err := o.trust.guard(mux, ln.Addr(), log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	srv := &http.Server{
-		Handler:           mux,
+		Handler:           handler,
+		TLSConfig:         tlsCfg,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 	}
@@ -192,7 +207,13 @@ func serve(ctx context.Context, o serveOptions) error {
 	srv.RegisterOnShutdown(bus.Close)
 	log.Info("kiln controller listening", "addr", ln.Addr().String(), "db", o.db, "conductor", o.conductor)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() {
+		if tlsCfg != nil {
+			errc <- srv.ServeTLS(ln, "", "")
+			return
+		}
+		errc <- srv.Serve(ln)
+	}()
 
 	select {
 	case err := <-errc:
@@ -227,7 +248,8 @@ func mountBoot(a *api.Server, st store.Store, o serveOptions, log *slog.Logger) 
 		return fmt.Errorf("--boot-unknown must be local or discovery, not %q", o.bootUnknown)
 	}
 	files := strings.TrimSuffix(o.apiURL, "/") + "/boot/files"
-	backend := &netboot.Backend{Store: st, FilesURL: files, RamdiskURL: strings.TrimSuffix(o.apiURL, "/") + "/boot/ramdisk"}
+	backend := &netboot.Backend{Store: st, FilesURL: files, RamdiskURL: strings.TrimSuffix(o.apiURL, "/") + "/boot/ramdisk",
+		PerNodeRamdisk: len(o.trust.agentCAPEM) > 0}
 	scripts := boot.NewScriptHandler(boot.Config{
 		APIURL: o.apiURL, KernelURL: files + "/kiln-agent.kernel", RamdiskURL: files + "/kiln-agent.initramfs",
 		Console: o.bootConsole, Unknown: unknown, Log: log,
@@ -260,13 +282,13 @@ func mountBoot(a *api.Server, st store.Store, o serveOptions, log *slog.Logger) 
 		mediaFiles = strings.TrimSuffix(o.mediaURL, "/") + "/boot/files"
 	}
 	redfish.SetISOBuilder(agentISOs{
-		b:        boot.NewISOBuilder(boot.ISOConfig{Dir: o.bootDir, FilesURL: mediaFiles}),
+		b:        boot.NewISOBuilder(boot.ISOConfig{Dir: o.bootDir, FilesURL: mediaFiles, AgentCA: o.trust.agentCAPEM}),
 		filesURL: files, console: o.bootConsole,
 	})
 	// Per-node ramdisks: the agent initramfs with the node's NMState network
 	// data appended, for hosts that have no DHCP.
 	rd := echo.WrapHandler(http.StripPrefix("/boot/ramdisk", boot.NewRamdiskHandler(boot.RamdiskConfig{
-		Ramdisk: filepath.Join(o.bootDir, "kiln-agent.initramfs"), Log: log}, backend)))
+		Ramdisk: filepath.Join(o.bootDir, "kiln-agent.initramfs"), AgentCA: o.trust.agentCAPEM, Log: log}, backend)))
 	e.GET("/boot/ramdisk/:node", rd)
 	e.HEAD("/boot/ramdisk/:node", rd)
 	return nil

@@ -50,6 +50,8 @@ type options struct {
 	memMiB, cpus      int
 	agentFwd          int
 	verbose, tls      bool
+	disks             int
+	taskDuration      time.Duration
 }
 
 // run starts the lab, prints one JSON line per BMC to out, and serves until
@@ -74,6 +76,8 @@ func run(ctx context.Context, args []string, out io.Writer, ready chan<- *bmcsim
 	fs.IntVar(&o.memMiB, "mem", 1024, "qemu: guest memory in MiB")
 	fs.IntVar(&o.cpus, "cpus", 2, "qemu: guest CPUs")
 	fs.IntVar(&o.agentFwd, "agent-fwd-base", 0, "qemu: forward 127.0.0.1:<agent-fwd-base+i> to port 9999 (the agent's API) of VM i (0: none)")
+	fs.IntVar(&o.disks, "disks", 1, "memory: disks per system (2 or more for RAID volumes)")
+	fs.DurationVar(&o.taskDuration, "task-duration", bmcsim.DefaultTaskDuration, "how long Redfish tasks (volumes, firmware updates) run")
 	fs.BoolVar(&o.verbose, "v", false, "log every request")
 	fs.BoolVar(&o.tls, "tls", false, "serve HTTPS with a self-signed certificate")
 	if err := fs.Parse(args); err != nil {
@@ -90,7 +94,8 @@ func run(ctx context.Context, args []string, out io.Writer, ready chan<- *bmcsim
 		return err
 	}
 	lab, err := bmcsim.StartLab(bmcsim.LabConfig{N: o.n, Personality: o.personality, Username: o.user,
-		Password: o.pass, NewBackend: newBackend, Host: o.host, BasePort: o.basePort, TLS: o.tls, Logger: logger})
+		Password: o.pass, NewBackend: newBackend, Host: o.host, BasePort: o.basePort, TLS: o.tls, Logger: logger,
+		Disks: o.disks, TaskDuration: o.taskDuration})
 	if err != nil {
 		return err
 	}
