@@ -154,13 +154,9 @@ func (a *Agent) writeImage(ctx context.Context, info proto.ImageInfo, cd json.Ra
 
 // writeImageStep is the deploy step write_image (args image_info, configdrive).
 func (a *Agent) writeImageStep(ctx context.Context, call steps.Call) (any, error) {
-	b, err := json.Marshal(call.Step.Args)
+	pp, err := call.Step.ImageArgs()
 	if err != nil {
-		return nil, err
-	}
-	var pp proto.PrepareImageParams
-	if err := json.Unmarshal(b, &pp); err != nil {
-		return nil, invalidParams(fmt.Errorf("write_image args: %w", err))
+		return nil, invalidParams(err)
 	}
 	if pp.ImageInfo.ID == "" || len(pp.ImageInfo.URLs) == 0 {
 		return nil, invalidParams(fmt.Errorf("write_image args: image_info needs id and urls"))

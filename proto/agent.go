@@ -331,6 +331,37 @@ type ArgInfo struct {
 type StepCall struct {
 	Step
 	Args map[string]any `json:"args,omitempty"`
+	// Image, when set, is write_image's arguments, typed: they go on the
+	// wire as args (and Args is not sent).
+	Image *PrepareImageParams `json:"-"`
+}
+
+// MarshalJSON sends Image, when set, as the step's args.
+func (c StepCall) MarshalJSON() ([]byte, error) {
+	type plain StepCall
+	if c.Image == nil {
+		return json.Marshal(plain(c))
+	}
+	return json.Marshal(struct {
+		Step
+		Args *PrepareImageParams `json:"args"`
+	}{c.Step, c.Image})
+}
+
+// ImageArgs are write_image's arguments: Image, or Args as received.
+func (c StepCall) ImageArgs() (PrepareImageParams, error) {
+	if c.Image != nil {
+		return *c.Image, nil
+	}
+	var p PrepareImageParams
+	b, err := json.Marshal(c.Args)
+	if err == nil {
+		err = json.Unmarshal(b, &p)
+	}
+	if err != nil {
+		return PrepareImageParams{}, fmt.Errorf("write_image args: %w", err)
+	}
+	return p, nil
 }
 
 // Name is the step's name (StepCall.Step.Step spelled out).

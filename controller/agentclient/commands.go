@@ -60,6 +60,18 @@ func (c *Client) runAsync(ctx context.Context, a Agent, name string, params any)
 	return c.Execute(ctx, a, name, params, false)
 }
 
+// stepParams are the params of get_X_steps and execute_X_step as the
+// agent decodes them (proto.GetStepsParams, proto.ExecuteStepParams); the
+// version map goes under "<kind>_version", and only when one was cached.
+type stepParams struct {
+	Step           *proto.StepCall   `json:"step,omitempty"`
+	Node           any               `json:"node"`
+	Ports          any               `json:"ports"`
+	CleanVersion   map[string]string `json:"clean_version,omitzero"`
+	DeployVersion  map[string]string `json:"deploy_version,omitzero"`
+	ServiceVersion map[string]string `json:"service_version,omitzero"`
+}
+
 // orEmpty keeps node {} and ports [] on the wire when the caller has none:
 // IPA indexes into both.
 func orEmpty(node, ports any) (any, any) {
@@ -81,7 +93,7 @@ func (c *Client) GetSteps(ctx context.Context, a Agent, kind proto.StepKind, nod
 	}
 	node, ports = orEmpty(node, ports)
 	var sr proto.StepsResult
-	if _, err := c.runSync(ctx, a, get, map[string]any{"node": node, "ports": ports}, &sr); err != nil {
+	if _, err := c.runSync(ctx, a, get, stepParams{Node: node, Ports: ports}, &sr); err != nil {
 		return proto.StepsResult{}, err
 	}
 	if sr.Kind != kind {
@@ -100,9 +112,14 @@ func (c *Client) ExecuteStep(ctx context.Context, a Agent, kind proto.StepKind, 
 		return proto.CommandResult{}, &Error{Op: "execute step", URL: a.URL, Err: err}
 	}
 	node, ports = orEmpty(node, ports)
-	params := map[string]any{"step": step, "node": node, "ports": ports}
-	if versions != nil {
-		params[string(kind)+"_version"] = versions
+	params := stepParams{Step: &step, Node: node, Ports: ports}
+	switch kind {
+	case proto.StepClean:
+		params.CleanVersion = versions
+	case proto.StepDeploy:
+		params.DeployVersion = versions
+	case proto.StepService:
+		params.ServiceVersion = versions
 	}
 	return c.runAsync(ctx, a, exec, params)
 }

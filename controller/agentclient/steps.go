@@ -121,11 +121,16 @@ func SameStep(echo, sent proto.StepCall) bool {
 	if echo.Interface != sent.Interface || echo.Step.Step != sent.Step.Step {
 		return false
 	}
+	if sent.Image != nil {
+		return jsonEqual(echo.Args, sent.Image)
+	}
 	return jsonEqual(echo.Args, sent.Args)
 }
 
-func jsonEqual(a, b map[string]any) bool {
-	if len(a) == 0 && len(b) == 0 {
+// jsonEqual compares the agent's echo of args with what was sent (a map,
+// or write_image's typed arguments).
+func jsonEqual(a map[string]any, b any) bool {
+	if m, ok := b.(map[string]any); ok && len(a) == 0 && len(m) == 0 {
 		return true
 	}
 	ja, err1 := json.Marshal(a)

@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/kilnhq/kiln/controller/agentclient"
+	"github.com/kilnhq/kiln/controller/flowstate"
 	"github.com/kilnhq/kiln/controller/state"
 	"github.com/kilnhq/kiln/proto"
 )
@@ -49,14 +50,13 @@ func (s *Server) lookupDoc(c echo.Context, n *proto.Node, token string) proto.Lo
 // inside the node's atomic update, so that a token can never be added after
 // the conductor has finished the node and wiped the agent's keys.
 func giveToken(n *proto.Node) string {
-	if n.DriverInternalInfo == nil {
-		n.DriverInternalInfo = proto.Dict{}
-	}
-	if _, has := n.DriverInternalInfo[proto.InfoAgentToken]; has || tokenOnBootMedia(n) {
+	fs, _ := flowstate.Read(n, flowstate.PartAgent)
+	if fs.Agent.Token != "" || tokenOnBootMedia(n) {
 		return proto.MaskedToken
 	}
 	t := agentclient.NewToken()
-	n.DriverInternalInfo[proto.InfoAgentToken] = t
+	fs.Agent.Token = t
+	flowstate.Write(n, fs, flowstate.PartAgent)
 	return t
 }
 
@@ -112,7 +112,7 @@ func (s *Server) lookup(c echo.Context) error {
 	if n == nil || !state.LookupAllowed(n.ProvisionState, false) {
 		return notFound("Resource could not be found.")
 	}
-	if _, has := n.DriverInternalInfo[proto.InfoAgentToken]; has || tokenOnBootMedia(n) {
+	if fs, _ := flowstate.Read(n, flowstate.PartAgent); fs.Agent.Token != "" || tokenOnBootMedia(n) {
 		// The token was issued already: the answer masks it and nothing
 		// changes, so there is nothing to write.
 		return c.JSON(http.StatusOK, s.lookupDoc(c, n, proto.MaskedToken))
@@ -249,10 +249,7 @@ func (s *Server) continueInspection(c echo.Context) error {
 		if n.ProvisionState != proto.StateInspectWait && n.ProvisionState != proto.StateInspecting {
 			return badRequest("Node %s is in state %s; inspection data is only accepted in inspect wait", n.UUID, n.ProvisionState)
 		}
-		if n.DriverInternalInfo == nil {
-			n.DriverInternalInfo = proto.Dict{}
-		}
-		n.DriverInternalInfo[proto.InfoInspectionPending] = true
+		flowstate.Update(n, func(s *flowstate.State) { s.InspectionPending = true })
 		if minor(c) >= 84 {
 			// Before the conductor is woken: it wipes the token when it
 			// finishes the inspection.

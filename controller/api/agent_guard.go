@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/kilnhq/kiln/controller/driver"
+	"github.com/kilnhq/kiln/controller/flowstate"
 	"github.com/kilnhq/kiln/controller/ratelimit"
 	"github.com/kilnhq/kiln/proto"
 )
@@ -68,7 +69,7 @@ func (s *Server) guardAgentCall(c echo.Context, endpoint string) error {
 // boot media (virtual media, a per-node ramdisk): then no lookup may hand
 // one out, whoever asks, even before the conductor has stored it.
 func tokenOnBootMedia(n *proto.Node) bool {
-	if n.DriverInternalInfo[proto.InfoAgentTokenPregen] == true {
+	if fs, _ := flowstate.Read(n, flowstate.PartAgent); fs.Agent.TokenPregenerated {
 		return true
 	}
 	ifs, err := driver.Resolve(n)

@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/kilnhq/kiln/controller/driver"
+	"github.com/kilnhq/kiln/controller/flowstate"
 	"github.com/kilnhq/kiln/proto"
 )
 
@@ -86,14 +87,12 @@ func (s *Server) managementCall(c echo.Context, req proto.ManagementRequest, che
 				return err
 			}
 		}
-		var cur proto.ManagementRequest
-		if proto.FromDict(n.DriverInternalInfo, proto.InfoManagementRequest, &cur) && req.RequestedAt.Sub(cur.RequestedAt) < s.conductorWait {
+		fs, _ := flowstate.Read(n, flowstate.PartWork)
+		if cur := fs.ManagementRequest; cur != nil && req.RequestedAt.Sub(cur.RequestedAt) < s.conductorWait {
 			return conflict("Node %s has a boot device request in progress, please retry after it is completed.", n.UUID)
 		}
-		if n.DriverInternalInfo == nil {
-			n.DriverInternalInfo = proto.Dict{}
-		}
-		n.DriverInternalInfo[proto.InfoManagementRequest] = proto.ToDict(req)
+		fs.ManagementRequest = &req
+		flowstate.Write(n, fs, flowstate.PartWork)
 		return nil
 	})
 	if err != nil {
@@ -106,10 +105,11 @@ func (s *Server) managementCall(c echo.Context, req proto.ManagementRequest, che
 		wctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_, _ = s.store.UpdateNode(wctx, n.UUID, func(n *proto.Node) error {
-			var cur proto.ManagementRequest
-			if proto.FromDict(n.DriverInternalInfo, proto.InfoManagementRequest, &cur) && cur.ID == req.ID {
-				delete(n.DriverInternalInfo, proto.InfoManagementRequest)
-			}
+			flowstate.Update(n, func(s *flowstate.State) {
+				if s.ManagementRequest != nil && s.ManagementRequest.ID == req.ID {
+					s.ManagementRequest = nil
+				}
+			})
 			return nil
 		})
 		if errors.Is(err, errNoAnswer) {
@@ -135,9 +135,8 @@ func (s *Server) awaitManagement(ctx context.Context, nodeUUID, id string) (prot
 		if err != nil {
 			return proto.ManagementResult{}, s.storeError(err, "Node", nodeUUID)
 		}
-		var res proto.ManagementResult
-		if proto.FromDict(n.DriverInternalInfo, proto.InfoManagementResult, &res) && res.ID == id {
-			return res, nil
+		if fs, _ := flowstate.Read(n, flowstate.PartWork); fs.ManagementResult != nil && fs.ManagementResult.ID == id {
+			return *fs.ManagementResult, nil
 		}
 		t := time.NewTimer(delay)
 		select {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/kilnhq/kiln/controller/flowstate"
 	"github.com/kilnhq/kiln/controller/state"
 	"github.com/kilnhq/kiln/controller/store"
 	"github.com/kilnhq/kiln/proto"
@@ -50,11 +51,8 @@ func decideHeartbeat(v store.AgentView, hb *proto.HeartbeatRequest, now time.Tim
 // agentViewOf is n as decideHeartbeat sees it.
 func agentViewOf(n *proto.Node) store.AgentView {
 	v := store.AgentView{UUID: n.UUID, ProvisionState: n.ProvisionState, Maintenance: n.Maintenance, Reservation: n.Reservation}
-	v.Token, _ = n.DriverInternalInfo[proto.InfoAgentToken].(string)
-	var u any
-	u, v.HasURL = n.DriverInternalInfo[proto.InfoAgentURL]
-	v.HasURL = v.HasURL && u != nil
-	v.URL, _ = u.(string)
+	fs, _ := flowstate.Read(n, flowstate.PartAgent)
+	v.Token, v.URL, v.HasURL = fs.Agent.Token, fs.Agent.URL, fs.Agent.URL != ""
 	return v
 }
 
@@ -83,12 +81,17 @@ func (s *Server) recordHeartbeat(ctx context.Context, ident string, v store.Agen
 		if len(set) == 0 {
 			return errUnchanged
 		}
-		if n.DriverInternalInfo == nil {
-			n.DriverInternalInfo = proto.Dict{}
+		// The same change as the fast path's, made through the codec.
+		now := time.Now()
+		fs, _ := flowstate.Read(n, flowstate.PartAgent|flowstate.PartWork)
+		fs.Agent.URL, fs.Agent.Version, fs.Agent.LastHeartbeat = hb.CallbackURL, hb.AgentVersion, now
+		if hb.AgentVerifyCA != "" {
+			fs.Agent.VerifyCA = hb.AgentVerifyCA
 		}
-		for _, kv := range set {
-			n.DriverInternalInfo[kv.Key] = kv.Value
+		if a {
+			fs.HeartbeatPending = now
 		}
+		flowstate.Write(n, fs, flowstate.PartAgent|flowstate.PartWork)
 		if a {
 			n.ProvisionUpdatedAt = proto.Now()
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/kilnhq/kiln/controller/driver"
+	"github.com/kilnhq/kiln/controller/flowstate"
 	"github.com/kilnhq/kiln/controller/secrets"
 	"github.com/kilnhq/kiln/controller/state"
 	"github.com/kilnhq/kiln/controller/store"
@@ -188,19 +189,9 @@ func recordProvisionRequest(n *proto.Node, req proto.ProvisionRequest, t transit
 		msg := state.AbortedReason(t.from)
 		n.LastError = &msg
 	}
-	request := proto.Dict{"verb": string(req.Target), "from": string(t.from), "requested_at": n.ProvisionUpdatedAt.Format(proto.TimeLayout)}
-	if req.CleanSteps != nil {
-		request["clean_steps"] = req.CleanSteps
-	}
-	if req.DeploySteps != nil {
-		request["deploy_steps"] = req.DeploySteps
-	}
-	if req.ServiceSteps != nil {
-		request["service_steps"] = req.ServiceSteps
-	}
-	if req.DisableRamdisk != nil {
-		request["disable_ramdisk"] = *req.DisableRamdisk
-	}
+	request := flowstate.Request{Verb: string(req.Target), From: t.from, RequestedAt: n.ProvisionUpdatedAt.Format(proto.TimeLayout),
+		CleanSteps: stepCalls(req.CleanSteps), DeploySteps: stepCalls(req.DeploySteps), ServiceSteps: stepCalls(req.ServiceSteps),
+		DisableRamdisk: req.DisableRamdisk}
 	if req.RescuePassword != "" {
 		// Ironic keeps it in instance_info, where API output masks it.
 		if n.InstanceInfo == nil {
@@ -208,10 +199,7 @@ func recordProvisionRequest(n *proto.Node, req proto.ProvisionRequest, t transit
 		}
 		n.InstanceInfo["rescue_password"] = req.RescuePassword
 	}
-	if n.DriverInternalInfo == nil {
-		n.DriverInternalInfo = proto.Dict{}
-	}
-	n.DriverInternalInfo[proto.InfoRequest] = request
+	flowstate.Update(n, func(s *flowstate.State) { s.Request = &request })
 	if req.ConfigDrive != nil {
 		if n.InstanceInfo == nil {
 			n.InstanceInfo = proto.Dict{}
@@ -259,7 +247,7 @@ func (s *Server) setPowerState(c echo.Context) error {
 		t := req.Target
 		n.TargetPowerState = &t
 		if req.Timeout != nil {
-			n.DriverInternalInfo[proto.InfoPowerTimeout] = *req.Timeout
+			flowstate.Update(n, func(s *flowstate.State) { s.PowerTimeout = *req.Timeout })
 		}
 		return nil
 	})
@@ -447,4 +435,16 @@ func (s *Server) getInventory(c echo.Context) error {
 		plugin = json.RawMessage("{}")
 	}
 	return c.JSON(http.StatusOK, map[string]json.RawMessage{"inventory": inv, "plugin_data": plugin})
+}
+
+// stepCalls is the typed form of user steps that checkSteps accepted (so
+// they convert); nil stays nil, since an empty list is a request too.
+func stepCalls(steps []proto.Dict) []proto.StepCall {
+	if steps == nil {
+		return nil
+	}
+	out := make([]proto.StepCall, 0, len(steps))
+	b, _ := json.Marshal(steps)
+	_ = json.Unmarshal(b, &out)
+	return out
 }

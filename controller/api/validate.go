@@ -7,6 +7,7 @@ import (
 
 	"github.com/kilnhq/kiln/controller/deploy"
 	"github.com/kilnhq/kiln/controller/driver"
+	"github.com/kilnhq/kiln/controller/flowstate"
 	"github.com/kilnhq/kiln/controller/secrets"
 	"github.com/kilnhq/kiln/proto"
 )
@@ -14,7 +15,7 @@ import (
 // offlineResult is GET …/validate's answer for one interface, from the
 // node's record alone: an API request never waits on a BMC, as in Ironic.
 // The power and management results also show the conductor's last-known
-// BMC check (proto.InfoLastBMCCheck) with its age: informative only, since
+// BMC check (flowstate.State.LastBMCCheck) with its age: informative only, since
 // a BMC that was down a minute ago does not make the configuration wrong.
 func offlineResult(n *proto.Node, ifs driver.Set, iface string) proto.ValidateResult {
 	var err error
@@ -38,8 +39,8 @@ func offlineResult(n *proto.Node, ifs driver.Set, iface string) proto.ValidateRe
 	yes := true
 	out := proto.ValidateResult{Result: &yes}
 	if iface == "power" || iface == "management" {
-		if chk, ok := proto.LastBMCCheck(n); ok {
-			reason := secrets.Scrub(bmcCheckReason(chk, time.Now()))
+		if fs, _ := flowstate.Read(n, flowstate.PartBMC); fs.LastBMCCheck != nil {
+			reason := secrets.Scrub(bmcCheckReason(*fs.LastBMCCheck, time.Now()))
 			out.Reason = &reason
 		}
 	}

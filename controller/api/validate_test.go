@@ -16,6 +16,7 @@ import (
 	_ "github.com/kilnhq/kiln/controller/driver/ipmi"
 	_ "github.com/kilnhq/kiln/controller/driver/ipxeboot"
 	_ "github.com/kilnhq/kiln/controller/driver/redfish"
+	"github.com/kilnhq/kiln/controller/flowstate"
 	"github.com/kilnhq/kiln/controller/store"
 	"github.com/kilnhq/kiln/proto"
 )
@@ -99,7 +100,8 @@ func TestValidateDoesNotContactBMC(t *testing.T) {
 			uuid := n["uuid"].(string)
 			if tc.bmcCheck != nil {
 				if _, err := st.UpdateNode(t.Context(), uuid, func(n *proto.Node) error {
-					n.DriverInternalInfo[proto.InfoLastBMCCheck] = tc.bmcCheck.Dict()
+					chk := tc.bmcCheck
+					flowstate.Update(n, func(s *flowstate.State) { s.LastBMCCheck = chk })
 					return nil
 				}); err != nil {
 					t.Fatal(err)

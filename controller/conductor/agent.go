@@ -2,7 +2,6 @@ package conductor
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -10,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/kilnhq/kiln/controller/agentclient"
+	"github.com/kilnhq/kiln/controller/flowstate"
 	"github.com/kilnhq/kiln/controller/secrets"
 	"github.com/kilnhq/kiln/controller/store"
 	"github.com/kilnhq/kiln/proto"
@@ -30,23 +30,20 @@ var _ AgentClient = (*agentclient.Client)(nil)
 
 // agentOf is the agent the node's last heartbeat described.
 func agentOf(n *proto.Node) agentclient.Agent {
-	s := func(k string) string { v, _ := n.DriverInternalInfo[k].(string); return v }
-	return agentclient.Agent{URL: s(proto.InfoAgentURL), Token: s(proto.InfoAgentToken), VerifyCA: s(proto.InfoAgentVerifyCA)}
+	fs, _ := flowstate.Read(n, flowstate.PartAgent)
+	return agentclient.Agent{URL: fs.Agent.URL, Token: fs.Agent.Token, VerifyCA: fs.Agent.VerifyCA}
 }
 
 // nodeForAgent is the node as the agent may see it: secrets masked at any
 // depth, except the config drive, which the agent writes (Ironic sends it
 // too: as_dict(mask_configdrive=False)).
-func nodeForAgent(n *proto.Node) map[string]any {
+func nodeForAgent(n *proto.Node) *proto.Node {
 	m := secrets.Node(n)
 	if cd, ok := n.InstanceInfo["configdrive"]; ok {
 		m.InstanceInfo = maps.Clone(m.InstanceInfo)
 		m.InstanceInfo["configdrive"] = cd
 	}
-	b, _ := json.Marshal(m)
-	var doc map[string]any
-	_ = json.Unmarshal(b, &doc)
-	return doc
+	return &m
 }
 
 func (f *flow) portsForAgent(ctx context.Context) ([]*proto.Port, error) {
@@ -102,30 +99,16 @@ func agentSteps(res proto.StepsResult) []proto.Step {
 }
 
 // userSteps reads steps recorded from a provision request.
-func userSteps(req map[string]any, key string) ([]proto.StepCall, error) {
-	raw, ok := req[key]
-	if !ok || raw == nil {
-		return nil, nil
-	}
-	b, err := json.Marshal(raw)
-	if err != nil {
-		return nil, err
-	}
-	var steps []proto.StepCall
-	if err := json.Unmarshal(b, &steps); err != nil {
-		return nil, fmt.Errorf("invalid %s: %w", key, err)
-	}
-	return steps, nil
-}
 
 // buildDeploySteps is the deploy plan once the agent has listed its steps:
 // the deploy interface's own steps, the agent's steps with a priority, and the
 // user's deploy_steps (which override the priority of a step of the same name).
-func buildDeploySteps(deployIface string, agent []proto.Step, user []proto.StepCall, imageArgs map[string]any) []proto.StepCall {
+func buildDeploySteps(deployIface string, agent []proto.Step, user []proto.StepCall) []proto.StepCall {
 	byName := map[string]proto.StepCall{}
 	add := func(s proto.StepCall) { byName[s.Interface+"."+s.Step.Step] = s }
 	if deployIface == "direct" {
-		add(proto.StepCall{Step: proto.Step{Step: "write_image", Interface: "deploy", Priority: 80}, Args: imageArgs})
+		// Its arguments are the flow state's ImageArgs, added when it is sent.
+		add(proto.StepCall{Step: proto.Step{Step: "write_image", Interface: "deploy", Priority: 80}})
 	}
 	add(proto.StepCall{Step: proto.Step{Step: "prepare_instance_boot", Interface: "deploy", Priority: 60}})
 	add(proto.StepCall{Step: proto.Step{Step: "tear_down_agent", Interface: "deploy", Priority: 40}})

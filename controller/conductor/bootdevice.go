@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kilnhq/kiln/controller/driver"
+	"github.com/kilnhq/kiln/controller/flowstate"
 	"github.com/kilnhq/kiln/controller/secrets"
 	"github.com/kilnhq/kiln/proto"
 )
@@ -15,20 +16,15 @@ import (
 // waits a little longer for the answer.
 const managementCallTimeout = 30 * time.Second
 
-// hasManagementRequest reports whether the API recorded a boot-device
-// request for n that the conductor has not answered.
-func hasManagementRequest(n *proto.Node) bool {
-	return n.DriverInternalInfo[proto.InfoManagementRequest] != nil
-}
-
 // runManagementRequest carries out the boot-device request the API
 // recorded (this runs under the node's reservation) and records the
 // answer the API is waiting for, with the BMC check it amounts to.
 func (f *flow) runManagementRequest(ctx context.Context) error {
-	var req proto.ManagementRequest
-	if !proto.FromDict(f.n.DriverInternalInfo, proto.InfoManagementRequest, &req) {
-		return f.update(ctx, func(n *proto.Node) { delete(n.DriverInternalInfo, proto.InfoManagementRequest) })
+	fs, _ := flowstate.Of(f.n)
+	if fs.ManagementRequest == nil {
+		return nil
 	}
+	req := *fs.ManagementRequest
 	res := proto.ManagementResult{ID: req.ID}
 	cctx, cancel := context.WithTimeout(ctx, managementCallTimeout)
 	defer cancel()
@@ -69,38 +65,36 @@ func (f *flow) runManagementRequest(ctx context.Context) error {
 		}
 		f.c.log.Warn("boot device request failed", "node", f.n.UUID, "op", req.Op, "err", err)
 	}
-	return f.update(ctx, func(n *proto.Node) {
-		var cur proto.ManagementRequest
-		if proto.FromDict(n.DriverInternalInfo, proto.InfoManagementRequest, &cur) && cur.ID == req.ID {
-			delete(n.DriverInternalInfo, proto.InfoManagementRequest)
+	return f.updateFlow(ctx, func(_ *proto.Node, s *flowstate.State) {
+		if s.ManagementRequest != nil && s.ManagementRequest.ID == req.ID {
+			s.ManagementRequest = nil
 		}
-		n.DriverInternalInfo[proto.InfoManagementResult] = proto.ToDict(res)
+		s.ManagementResult = &res
 		if res.Invalid {
 			return // the BMC was not asked, or refused the value: no news of its health
 		}
-		n.DriverInternalInfo[proto.InfoLastBMCCheck] = check.Dict()
+		s.LastBMCCheck = &check
 		if req.Op == proto.OpSetBootDevice && err == nil {
-			n.DriverInternalInfo[proto.InfoBootDevice] = proto.Dict{"boot_device": req.BootDevice, "persistent": req.Persistent}
+			s.BootDevice = &flowstate.BootDevice{Device: req.BootDevice, Persistent: req.Persistent}
 		}
 	})
 }
 
 // failManagementRequest answers a pending boot-device request with msg
-// (the node's hardware type cannot be resolved); it runs inside an update.
-func failManagementRequest(n *proto.Node, msg string) {
-	var req proto.ManagementRequest
-	if !proto.FromDict(n.DriverInternalInfo, proto.InfoManagementRequest, &req) {
+// (the node's hardware type cannot be resolved).
+func failManagementRequest(s *flowstate.State, msg string) {
+	if s.ManagementRequest == nil {
 		return
 	}
-	delete(n.DriverInternalInfo, proto.InfoManagementRequest)
-	n.DriverInternalInfo[proto.InfoManagementResult] = proto.ToDict(proto.ManagementResult{ID: req.ID, Error: msg})
+	s.ManagementResult = &proto.ManagementResult{ID: s.ManagementRequest.ID, Error: msg}
+	s.ManagementRequest = nil
 }
 
 // recordBMCCheck records a failed exchange with the BMC as the node's last
 // BMC check, for GET …/validate to show (scrubbed of credentials).
 func (f *flow) recordBMCCheck(ctx context.Context, operation string, err error) {
 	check := proto.BMCCheck{At: time.Now(), Operation: operation, Error: secrets.Scrub(err.Error())}
-	if uerr := f.update(ctx, func(n *proto.Node) { n.DriverInternalInfo[proto.InfoLastBMCCheck] = check.Dict() }); uerr != nil {
+	if uerr := f.updateFlow(ctx, func(_ *proto.Node, s *flowstate.State) { s.LastBMCCheck = &check }); uerr != nil {
 		f.c.log.Warn("record BMC check", "node", f.n.UUID, "err", uerr)
 	}
 }

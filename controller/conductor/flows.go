@@ -10,6 +10,7 @@ import (
 	"github.com/kilnhq/kiln/controller/agentclient"
 	"github.com/kilnhq/kiln/controller/deploy"
 	"github.com/kilnhq/kiln/controller/driver"
+	"github.com/kilnhq/kiln/controller/flowstate"
 	"github.com/kilnhq/kiln/controller/state"
 	"github.com/kilnhq/kiln/proto"
 )
@@ -42,9 +43,8 @@ func (f *flow) startRamdisk(ctx context.Context, kernelArgs map[string]string) e
 		// cannot be told apart by MAC lookups on a shared network, so it
 		// gets the token on its kernel command line (Ironic does the same).
 		params.AgentToken = agentclient.NewToken()
-		if err := f.update(ctx, func(n *proto.Node) {
-			n.DriverInternalInfo[proto.InfoAgentToken] = params.AgentToken
-			n.DriverInternalInfo[proto.InfoAgentTokenPregen] = true
+		if err := f.updateFlow(ctx, func(_ *proto.Node, s *flowstate.State) {
+			s.Agent.Token, s.Agent.TokenPregenerated = params.AgentToken, true
 		}); err != nil {
 			return err
 		}
@@ -64,27 +64,25 @@ func (f *flow) startRamdisk(ctx context.Context, kernelArgs map[string]string) e
 }
 
 // enterWait moves the node into its wait state with a fresh flow record.
-func (f *flow) enterWait(ctx context.Context, fn func(n *proto.Node)) error {
+func (f *flow) enterWait(ctx context.Context, fn func(n *proto.Node, s *flowstate.State)) error {
 	return f.transition(ctx, state.EvWait, func(n *proto.Node) {
-		for _, k := range []string{proto.InfoSteps, proto.InfoStepIndex, proto.InfoStepSent, proto.InfoStepSentAt, proto.InfoHeartbeatPending} {
-			delete(n.DriverInternalInfo, k)
-		}
-		if fn != nil {
-			fn(n)
-		}
-		delete(n.DriverInternalInfo, proto.InfoRequest)
+		flowstate.Update(n, func(s *flowstate.State) {
+			s.ResetPlan()
+			s.HeartbeatPending = time.Time{}
+			if fn != nil {
+				fn(n, s)
+			}
+			s.Request = nil
+		})
 	})
 }
 
 // startCleaning begins automated (target available) or manual (target
 // manageable) cleaning.
-func (f *flow) startCleaning(ctx context.Context, req map[string]any) error {
+func (f *flow) startCleaning(ctx context.Context, req flowstate.Request) error {
 	n := f.n
 	manual := n.TargetProvisionState != nil && *n.TargetProvisionState == proto.StateManageable
-	manualSteps, err := userSteps(req, "clean_steps")
-	if err != nil {
-		return f.fail(ctx, fmt.Sprintf("Node %s: %v", n.UUID, err))
-	}
+	manualSteps := req.CleanSteps
 	skip := !manual && n.AutomatedClean != nil && !*n.AutomatedClean
 	if skip || !f.usesAgent() {
 		// Nothing to run in-band: automated cleaning is off, or the deploy
@@ -99,17 +97,16 @@ func (f *flow) startCleaning(ctx context.Context, req map[string]any) error {
 	if err := f.startRamdisk(ctx, nil); err != nil {
 		return f.fail(ctx, err.Error())
 	}
-	return f.enterWait(ctx, func(n *proto.Node) {
+	return f.enterWait(ctx, func(_ *proto.Node, s *flowstate.State) {
+		s.ManualCleanSteps = nil
 		if manual {
-			n.DriverInternalInfo["kiln_manual_clean_steps"] = manualSteps
-		} else {
-			delete(n.DriverInternalInfo, "kiln_manual_clean_steps")
+			s.ManualCleanSteps = manualSteps
 		}
 	})
 }
 
 // startDeploy begins deploy or rebuild.
-func (f *flow) startDeploy(ctx context.Context, req map[string]any) error {
+func (f *flow) startDeploy(ctx context.Context, req flowstate.Request) error {
 	n := f.n
 	switch f.ifs.Deploy {
 	case "direct":
@@ -132,23 +129,16 @@ func (f *flow) startDeploy(ctx context.Context, req map[string]any) error {
 		}
 		return f.transition(ctx, state.EvDone, func(n *proto.Node) { clearFlow(n) })
 	}
-	user, err := userSteps(req, "deploy_steps")
-	if err != nil {
-		return f.fail(ctx, fmt.Sprintf("Node %s: %v", n.UUID, err))
-	}
+	user := req.DeploySteps
 	if f.ifs.Deploy == "custom-agent" && len(user) == 0 {
 		f.history(ctx, "WARNING", "custom-agent deploy without deploy_steps: only the instance boot runs")
 	}
 	if err := f.startRamdisk(ctx, nil); err != nil {
 		return f.fail(ctx, err.Error())
 	}
-	return f.enterWait(ctx, func(n *proto.Node) {
+	return f.enterWait(ctx, func(n *proto.Node, s *flowstate.State) {
 		n.DeployStep = proto.Dict{"interface": "deploy", "step": "deploy", "priority": 100, "args": proto.Dict{}}
-		if user != nil {
-			n.DriverInternalInfo["kiln_user_deploy_steps"] = user
-		} else {
-			delete(n.DriverInternalInfo, "kiln_user_deploy_steps")
-		}
+		s.UserDeploySteps = user
 	})
 }
 
@@ -164,11 +154,11 @@ func (f *flow) startDelete(ctx context.Context) error {
 	if err := f.transition(ctx, state.EvClean, func(n *proto.Node) {
 		n.InstanceInfo = proto.Dict{}
 		n.InstanceUUID = nil
-		delete(n.DriverInternalInfo, proto.InfoPartitionUUIDs)
+		flowstate.Update(n, func(s *flowstate.State) { s.PartitionUUIDs = nil })
 	}); err != nil {
 		return err
 	}
-	return f.startCleaning(ctx, map[string]any{"verb": "clean"})
+	return f.startCleaning(ctx, flowstate.Request{Verb: "clean"})
 }
 
 // startInspection runs the inspect interface; in-band inspection boots the
@@ -198,10 +188,10 @@ func (f *flow) startInspection(ctx context.Context) error {
 	if err := f.startRamdisk(ctx, args); err != nil {
 		return f.fail(ctx, err.Error())
 	}
-	return f.enterWait(ctx, func(n *proto.Node) {
+	return f.enterWait(ctx, func(n *proto.Node, s *flowstate.State) {
 		n.InspectionStartedAt = proto.Now()
 		n.InspectionFinishedAt = nil
-		delete(n.DriverInternalInfo, proto.InfoInspectionPending)
+		s.InspectionPending = false
 	})
 }
 
@@ -249,8 +239,11 @@ func (f *flow) abortCleanup(ctx context.Context) error {
 	err := f.setPower(ctx, proto.PowerOff, 0)
 	_ = f.ifs.Boot.CleanUpRamdisk(ctx, n)
 	return f.update(ctx, func(n *proto.Node) {
-		from, _ := n.DriverInternalInfo[proto.InfoRequest].(map[string]any)["from"].(string)
-		msg := state.AbortedReason(proto.ProvisionState(from))
+		var from proto.ProvisionState
+		if fs, _ := flowstate.Of(n); fs.Request != nil {
+			from = fs.Request.From
+		}
+		msg := state.AbortedReason(from)
 		if err != nil {
 			msg += "; powering off failed: " + err.Error()
 		}
@@ -262,8 +255,9 @@ func (f *flow) abortCleanup(ctx context.Context) error {
 // continueSteps acts on an agent heartbeat in clean wait or wait call-back.
 func (f *flow) continueSteps(ctx context.Context, kind proto.StepKind) error {
 	n := f.n
-	hbAt := timeOf(n.DriverInternalInfo[proto.InfoHeartbeatPending])
-	if err := f.update(ctx, func(n *proto.Node) { delete(n.DriverInternalInfo, proto.InfoHeartbeatPending) }); err != nil {
+	fs, _ := flowstate.Of(n)
+	hbAt := fs.HeartbeatPending
+	if err := f.updateFlow(ctx, func(_ *proto.Node, s *flowstate.State) { s.HeartbeatPending = time.Time{} }); err != nil {
 		return err
 	}
 	n = f.n
@@ -271,33 +265,32 @@ func (f *flow) continueSteps(ctx context.Context, kind proto.StepKind) error {
 	if ag.URL == "" || f.c.cfg.Agent == nil {
 		return nil
 	}
-	steps, _ := stepsOf(n)
+	fs, _ = flowstate.Of(n)
+	steps := fs.Steps
 	if steps == nil {
 		// First heartbeat of a freshly booted agent: learn its steps and plan.
 		res, err := f.c.cfg.Agent.GetSteps(ctx, ag, kind, nodeForAgent(n), f.portsNoErr(ctx))
 		if err != nil {
 			return f.fail(ctx, fmt.Sprintf("Node %s: getting %s steps from the agent at %s failed: %v", n.UUID, kind, ag.URL, err))
 		}
-		plan, err := f.plan(kind, agentSteps(res))
+		plan, image, err := f.plan(kind, agentSteps(res))
 		if err != nil {
 			return f.fail(ctx, fmt.Sprintf("Node %s: %v", n.UUID, err))
 		}
-		if err := f.update(ctx, func(n *proto.Node) {
-			cacheKey := map[proto.StepKind]string{
-				proto.StepClean: proto.InfoCachedCleanSteps, proto.StepDeploy: proto.InfoCachedDeploySteps,
-				proto.StepService: proto.InfoCachedServiceSteps,
-			}[kind]
-			n.DriverInternalInfo[cacheKey] = res.Steps
-			n.DriverInternalInfo[proto.InfoCachedStepsVersions] = res.HardwareManagerVersion
-			n.DriverInternalInfo[proto.InfoSteps] = plan
-			n.DriverInternalInfo[proto.InfoStepIndex] = 0
-			n.DriverInternalInfo[proto.InfoStepSent] = false
+		if plan == nil {
+			plan = []proto.StepCall{} // planned, with nothing to run
+		}
+		if err := f.updateFlow(ctx, func(_ *proto.Node, s *flowstate.State) {
+			s.SetCachedSteps(kind, res.Steps)
+			s.CachedStepsVersions = res.HardwareManagerVersion
+			s.Steps, s.StepIndex, s.StepSent = plan, 0, false
+			s.ImageArgs = image
 		}); err != nil {
 			return err
 		}
 		return f.runSteps(ctx, kind, hbAt)
 	}
-	idx, sent := stepIndex(n)
+	idx, sent := fs.StepIndex, fs.StepSent
 	if !sent || idx >= len(steps) {
 		return f.runSteps(ctx, kind, hbAt)
 	}
@@ -308,7 +301,7 @@ func (f *flow) continueSteps(ctx context.Context, kind proto.StepKind) error {
 		f.c.log.Warn("read agent commands", "node", n.UUID, "agent", ag.URL, "err", err)
 		return nil
 	}
-	cur := steps[idx]
+	cur := withImageArgs(steps[idx], fs)
 	st := agentclient.LastStepStatus(cmds, kind, cur)
 	switch st.State {
 	case agentclient.StepWait:
@@ -319,9 +312,9 @@ func (f *flow) continueSteps(ctx context.Context, kind proto.StepKind) error {
 		if kind == proto.StepClean && !isManualClean(n) {
 			// Automated cleaning restarts with the agent's current steps.
 			f.history(ctx, "WARNING", "agent hardware managers changed; restarting automated cleaning")
-			return f.update(ctx, func(n *proto.Node) {
-				delete(n.DriverInternalInfo, proto.InfoSteps)
-				n.DriverInternalInfo[proto.InfoHeartbeatPending] = time.Now().UTC().Format(time.RFC3339Nano)
+			return f.updateFlow(ctx, func(_ *proto.Node, s *flowstate.State) {
+				s.ResetPlan()
+				s.HeartbeatPending = time.Now()
 			})
 		}
 		return f.fail(ctx, fmt.Sprintf("Node %s: the agent's hardware managers changed during %s: %s", n.UUID, kind, st.Error))
@@ -331,9 +324,8 @@ func (f *flow) continueSteps(ctx context.Context, kind proto.StepKind) error {
 		}
 	case agentclient.StepSucceeded:
 	}
-	if err := f.update(ctx, func(n *proto.Node) {
-		n.DriverInternalInfo[proto.InfoStepIndex] = idx + 1
-		n.DriverInternalInfo[proto.InfoStepSent] = false
+	if err := f.updateFlow(ctx, func(_ *proto.Node, s *flowstate.State) {
+		s.StepIndex, s.StepSent = idx+1, false
 	}); err != nil {
 		return err
 	}
@@ -355,77 +347,58 @@ func isManualClean(n *proto.Node) bool {
 	return n.TargetProvisionState != nil && *n.TargetProvisionState == proto.StateManageable
 }
 
-// plan builds the step list of a flow once the agent's steps are known.
-func (f *flow) plan(kind proto.StepKind, agent []proto.Step) ([]proto.StepCall, error) {
+// plan builds the step list of a flow once the agent's steps are known, and
+// for a direct deploy write_image's arguments.
+func (f *flow) plan(kind proto.StepKind, agent []proto.Step) ([]proto.StepCall, *proto.PrepareImageParams, error) {
 	n := f.n
+	fs, err := flowstate.Of(n)
+	if err != nil {
+		return nil, nil, err
+	}
 	if kind == proto.StepService {
-		requested, err := decodeSteps(n.DriverInternalInfo["kiln_service_steps"])
-		if err != nil {
-			return nil, err
-		}
-		return buildCleanSteps(agent, requested, true)
+		steps, err := buildCleanSteps(agent, fs.ServiceSteps, true)
+		return steps, nil, err
 	}
 	if kind == proto.StepClean {
-		manual, err := decodeSteps(n.DriverInternalInfo["kiln_manual_clean_steps"])
-		if err != nil {
-			return nil, err
-		}
-		return buildCleanSteps(agent, manual, isManualClean(n))
+		steps, err := buildCleanSteps(agent, fs.ManualCleanSteps, isManualClean(n))
+		return steps, nil, err
 	}
-	user, err := decodeSteps(n.DriverInternalInfo["kiln_user_deploy_steps"])
-	if err != nil {
-		return nil, err
-	}
-	var args map[string]any
+	var args *proto.PrepareImageParams
 	if f.ifs.Deploy == "direct" {
-		info, err := deploy.ImageInfo(n)
-		if err != nil {
-			return nil, err
-		}
-		cd, err := configDriveFor(n)
-		if err != nil {
-			return nil, fmt.Errorf("building the config drive: %w", err)
-		}
-		args = map[string]any{"image_info": info}
-		if cd != "" {
-			args["configdrive"] = cd
+		if args, err = imageArgs(n); err != nil {
+			return nil, nil, err
 		}
 	}
-	return buildDeploySteps(f.ifs.Deploy, agent, user, args), nil
+	return buildDeploySteps(f.ifs.Deploy, agent, fs.UserDeploySteps), args, nil
 }
 
-func decodeSteps(v any) ([]proto.StepCall, error) {
-	if v == nil {
-		return nil, nil
-	}
-	b, err := json.Marshal(v)
+// imageArgs are write_image's arguments for n: what to write and the
+// rendered config drive.
+func imageArgs(n *proto.Node) (*proto.PrepareImageParams, error) {
+	info, err := deploy.ImageInfo(n)
 	if err != nil {
 		return nil, err
 	}
-	var out []proto.StepCall
-	if err := json.Unmarshal(b, &out); err != nil {
-		return nil, fmt.Errorf("invalid stored steps: %w", err)
+	cd, err := configDriveFor(n)
+	if err != nil {
+		return nil, fmt.Errorf("building the config drive: %w", err)
 	}
-	return out, nil
+	args := &proto.PrepareImageParams{ImageInfo: info}
+	if cd != "" {
+		if args.Configdrive, err = json.Marshal(cd); err != nil {
+			return nil, err
+		}
+	}
+	return args, nil
 }
 
-func stepsOf(n *proto.Node) ([]proto.StepCall, error) {
-	return decodeSteps(n.DriverInternalInfo[proto.InfoSteps])
-}
-
-func stepIndex(n *proto.Node) (int, bool) {
-	idx := 0
-	switch v := n.DriverInternalInfo[proto.InfoStepIndex].(type) {
-	case float64:
-		idx = int(v)
-	case int:
-		idx = v
-	case json.Number:
-		i, _ := v.Int64()
-		idx = int(i)
+// withImageArgs gives write_image its arguments from the flow state, unless
+// the operator's deploy_steps gave it some.
+func withImageArgs(s proto.StepCall, fs flowstate.State) proto.StepCall {
+	if s.Interface == "deploy" && s.Step.Step == "write_image" && s.Args == nil && fs.ImageArgs != nil {
+		s.Image = fs.ImageArgs
 	}
-	sent, _ := n.DriverInternalInfo[proto.InfoStepSent].(bool)
-	return idx, sent
+	return s
 }
 
 func stepLabel(s proto.StepCall) string { return s.Interface + "." + s.Step.Step }
@@ -438,6 +411,12 @@ func stepDict(s proto.StepCall) proto.Dict {
 		}
 		args[k] = v
 	}
+	if s.Image != nil {
+		args["image_info"] = s.Image.ImageInfo
+		if len(s.Image.Configdrive) > 0 {
+			args["configdrive"] = "******"
+		}
+	}
 	return proto.Dict{"interface": s.Interface, "step": s.Step.Step, "priority": s.Priority, "args": args}
 }
 
@@ -445,19 +424,21 @@ func stepDict(s proto.StepCall) proto.Dict {
 // here, the next agent step is handed to the agent (and the node waits for a
 // heartbeat), and once all are done the flow finishes.
 func (f *flow) runSteps(ctx context.Context, kind proto.StepKind, heartbeatAt time.Time) error {
-	steps, err := stepsOf(f.n)
+	fs, err := flowstate.Of(f.n)
 	if err != nil {
 		return f.fail(ctx, fmt.Sprintf("Node %s: %v", f.n.UUID, err))
 	}
+	steps := fs.Steps
 	work := map[proto.StepKind]proto.ProvisionState{
 		proto.StepClean: proto.StateCleaning, proto.StepDeploy: proto.StateDeploying, proto.StepService: proto.StateServicing,
 	}[kind]
 	for {
-		idx, _ := stepIndex(f.n)
+		fs, _ := flowstate.Of(f.n)
+		idx := fs.StepIndex
 		if idx >= len(steps) {
 			return f.finishSteps(ctx, kind)
 		}
-		cur := steps[idx]
+		cur := withImageArgs(steps[idx], fs)
 		if kind == proto.StepDeploy && isConductorStep(cur) {
 			if f.n.ProvisionState != work {
 				if err := f.transition(ctx, state.EvResume, nil); err != nil {
@@ -470,15 +451,15 @@ func (f *flow) runSteps(ctx context.Context, kind proto.StepKind, heartbeatAt ti
 			if err := f.conductorStep(ctx, cur); err != nil {
 				return f.fail(ctx, fmt.Sprintf("Deploy step %s failed on node %s: %v", stepLabel(cur), f.n.UUID, err))
 			}
-			if err := f.update(ctx, func(n *proto.Node) { n.DriverInternalInfo[proto.InfoStepIndex] = idx + 1 }); err != nil {
+			if err := f.updateFlow(ctx, func(_ *proto.Node, s *flowstate.State) { s.StepIndex = idx + 1 }); err != nil {
 				return err
 			}
 			continue
 		}
 		// An agent step: hand it over and wait for the heartbeat that says it is done.
-		versions := map[string]string{}
-		if b, err := json.Marshal(f.n.DriverInternalInfo[proto.InfoCachedStepsVersions]); err == nil {
-			_ = json.Unmarshal(b, &versions)
+		versions := fs.CachedStepsVersions
+		if versions == nil {
+			versions = map[string]string{}
 		}
 		ag := agentOf(f.n)
 		_, err := f.c.cfg.Agent.ExecuteStep(ctx, ag, kind, cur, nodeForAgent(f.n), f.portsNoErr(ctx), versions)
@@ -493,8 +474,7 @@ func (f *flow) runSteps(ctx context.Context, kind proto.StepKind, heartbeatAt ti
 			if n.ProvisionState == work {
 				_ = move(n, state.EvWait)
 			}
-			n.DriverInternalInfo[proto.InfoStepSent] = true
-			n.DriverInternalInfo[proto.InfoStepSentAt] = time.Now().UTC().Format(time.RFC3339Nano)
+			flowstate.Update(n, func(s *flowstate.State) { s.StepSent, s.StepSentAt = true, time.Now() })
 			switch kind {
 			case proto.StepClean:
 				n.CleanStep = stepDict(cur)
@@ -514,7 +494,7 @@ func (f *flow) conductorStep(ctx context.Context, s proto.StepCall) error {
 	case "prepare_instance_boot":
 		if f.ifs.Deploy == "direct" {
 			if uuids, err := f.c.cfg.Agent.GetPartitionUUIDs(ctx, agentOf(n)); err == nil {
-				_ = f.update(ctx, func(n *proto.Node) { n.DriverInternalInfo[proto.InfoPartitionUUIDs] = uuids })
+				_ = f.updateFlow(ctx, func(_ *proto.Node, s *flowstate.State) { s.PartitionUUIDs = &uuids })
 			} else {
 				f.c.log.Warn("get partition UUIDs", "node", n.UUID, "err", err)
 			}
@@ -568,9 +548,7 @@ func (f *flow) finishSteps(ctx context.Context, kind proto.StepKind) error {
 	return f.transition(ctx, state.EvDone, func(n *proto.Node) {
 		clearFlow(n)
 		forgetAgent(n)
-		delete(n.DriverInternalInfo, "kiln_manual_clean_steps")
-		delete(n.DriverInternalInfo, "kiln_user_deploy_steps")
-		delete(n.DriverInternalInfo, "kiln_service_steps")
+		flowstate.Update(n, (*flowstate.State).ForgetOperatorSteps)
 		n.ServiceStep = proto.Dict{}
 	})
 }
@@ -599,11 +577,11 @@ func (f *flow) bootInstance(ctx context.Context) error {
 }
 
 // startService boots the agent on an active node to run service steps.
-func (f *flow) startService(ctx context.Context, req map[string]any) error {
+func (f *flow) startService(ctx context.Context, req flowstate.Request) error {
 	n := f.n
-	steps, err := userSteps(req, "service_steps")
-	if err != nil || len(steps) == 0 {
-		return f.fail(ctx, fmt.Sprintf("Node %s: servicing needs service_steps (%v)", n.UUID, err))
+	steps := req.ServiceSteps
+	if len(steps) == 0 {
+		return f.fail(ctx, fmt.Sprintf("Node %s: servicing needs service_steps", n.UUID))
 	}
 	if !f.usesAgent() {
 		if err := driver.FakeDeploy(ctx, n); err != nil {
@@ -614,7 +592,7 @@ func (f *flow) startService(ctx context.Context, req map[string]any) error {
 	if err := f.startRamdisk(ctx, nil); err != nil {
 		return f.fail(ctx, err.Error())
 	}
-	return f.enterWait(ctx, func(n *proto.Node) { n.DriverInternalInfo["kiln_service_steps"] = steps })
+	return f.enterWait(ctx, func(_ *proto.Node, s *flowstate.State) { s.ServiceSteps = steps })
 }
 
 // startRescue boots the agent on an active node as a rescue system.
@@ -636,7 +614,7 @@ func (f *flow) startRescue(ctx context.Context) error {
 // heartbeat: rescue wait → rescue.
 func (f *flow) finishRescue(ctx context.Context) error {
 	n := f.n
-	if err := f.update(ctx, func(n *proto.Node) { delete(n.DriverInternalInfo, proto.InfoHeartbeatPending) }); err != nil {
+	if err := f.updateFlow(ctx, func(_ *proto.Node, s *flowstate.State) { s.HeartbeatPending = time.Time{} }); err != nil {
 		return err
 	}
 	ag := agentOf(n)

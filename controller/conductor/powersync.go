@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kilnhq/kiln/controller/driver"
+	"github.com/kilnhq/kiln/controller/flowstate"
 	"github.com/kilnhq/kiln/controller/secrets"
 	"github.com/kilnhq/kiln/controller/state"
 	"github.com/kilnhq/kiln/controller/store"
@@ -263,10 +264,7 @@ func (p *powerSync) syncNode(ctx context.Context, uuid string) {
 		return
 	}
 	_, uerr := c.st.UpdateNode(ctx, uuid, func(cur *proto.Node) error {
-		if cur.DriverInternalInfo == nil {
-			cur.DriverInternalInfo = proto.Dict{}
-		}
-		cur.DriverInternalInfo[proto.InfoLastBMCCheck] = check.Dict()
+		flowstate.Write(cur, flowstate.State{LastBMCCheck: &check}, flowstate.PartBMC)
 		if changed && cur.TargetPowerState == nil {
 			cur.PowerState = &ps
 		}
@@ -288,8 +286,9 @@ func (p *powerSync) syncNode(ctx context.Context, uuid string) {
 // checkWorthRecording reports whether check should replace the one stored
 // in n: its outcome differs, or the stored one is old.
 func checkWorthRecording(n *proto.Node, check proto.BMCCheck) bool {
-	prev, ok := proto.LastBMCCheck(n)
-	return !ok || prev.Error != check.Error || check.At.Sub(prev.At) >= bmcCheckRefresh
+	fs, _ := flowstate.Read(n, flowstate.PartBMC)
+	prev := fs.LastBMCCheck
+	return prev == nil || prev.Error != check.Error || check.At.Sub(prev.At) >= bmcCheckRefresh
 }
 
 // releaseAndRequeue releases a node this conductor reserved and queues it

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/kilnhq/kiln/controller/driver"
+	"github.com/kilnhq/kiln/controller/flowstate"
 	"github.com/kilnhq/kiln/controller/store"
 	"github.com/kilnhq/kiln/proto"
 )
@@ -268,7 +269,7 @@ func TestPowerSyncUnderReservation(t *testing.T) {
 		if n.PowerState == nil || *n.PowerState != proto.PowerOn {
 			t.Errorf("node %s power_state = %v, want power on (read back)", u, n.PowerState)
 		}
-		if chk, ok := proto.LastBMCCheck(n); !ok || chk.Error != "" || chk.Operation != "power state" {
+		if chk, ok := lastBMCCheck(n); !ok || chk.Error != "" || chk.Operation != "power state" {
 			t.Errorf("node %s last BMC check = %+v (%v), want a successful power state read", u, chk, ok)
 		}
 	}
@@ -318,7 +319,7 @@ func TestPowerSyncCountsBMCCalls(t *testing.T) {
 		t.Errorf("observed %v calls, %d errors; want 2 fake-hardware calls, 1 error", obs.calls, obs.errors)
 	}
 	n, _ := st.GetNode(ctx, uuids[1])
-	chk, ok := proto.LastBMCCheck(n)
+	chk, ok := lastBMCCheck(n)
 	if !ok || chk.Error != "BMC says no" {
 		t.Errorf("failed node's last BMC check = %+v (%v), want the BMC's error", chk, ok)
 	}
@@ -327,7 +328,7 @@ func TestPowerSyncCountsBMCCalls(t *testing.T) {
 	}
 	for _, u := range uuids[2:] {
 		n, _ := st.GetNode(ctx, u)
-		if _, ok := proto.LastBMCCheck(n); ok {
+		if _, ok := lastBMCCheck(n); ok {
 			t.Errorf("node %s (maintenance or reserved) was read", u)
 		}
 	}
@@ -382,4 +383,13 @@ func TestHeartbeatNotDelayedByBMC(t *testing.T) {
 		}
 	}
 	close(release)
+}
+
+// lastBMCCheck is the BMC check recorded on n, ok false when there is none.
+func lastBMCCheck(n *proto.Node) (proto.BMCCheck, bool) {
+	fs, _ := flowstate.Of(n)
+	if fs.LastBMCCheck == nil {
+		return proto.BMCCheck{}, false
+	}
+	return *fs.LastBMCCheck, true
 }

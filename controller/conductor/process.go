@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/kilnhq/kiln/controller/driver"
-	"github.com/kilnhq/kiln/controller/events"
+	"github.com/kilnhq/kiln/controller/flowstate"
 	"github.com/kilnhq/kiln/controller/secrets"
 	"github.com/kilnhq/kiln/controller/state"
 	"github.com/kilnhq/kiln/controller/store"
@@ -24,9 +24,8 @@ var waitStates = map[proto.ProvisionState]bool{
 
 // hasWork reports whether n carries something for its conductor to do.
 func hasWork(n *proto.Node) bool {
-	d := n.DriverInternalInfo
-	if d[proto.InfoRequest] != nil || d[proto.InfoBootDevicePending] == true ||
-		d[proto.InfoHeartbeatPending] != nil || d[proto.InfoInspectionPending] == true || hasManagementRequest(n) {
+	fs, _ := flowstate.Read(n, flowstate.PartWork)
+	if fs.Request != nil || fs.BootDevicePending || !fs.HeartbeatPending.IsZero() || fs.InspectionPending || fs.ManagementRequest != nil {
 		return true
 	}
 	if n.TargetPowerState != nil {
@@ -47,7 +46,8 @@ func (c *Conductor) waitTimeoutReason(n *proto.Node, now time.Time) string {
 	if !waitStates[n.ProvisionState] || n.Maintenance {
 		return ""
 	}
-	if last := timeOf(n.DriverInternalInfo[proto.InfoAgentLastHeartbeat]); !last.IsZero() {
+	fs, _ := flowstate.Read(n, flowstate.PartAgent)
+	if last := fs.Agent.LastHeartbeat; !last.IsZero() {
 		if now.Sub(last) > c.cfg.AgentHeartbeatTimeout {
 			return fmt.Sprintf("The agent on node %s stopped heartbeating: last heartbeat %s ago, more than the %s heartbeat timeout, while the node was in %s",
 				n.UUID, now.Sub(last).Round(time.Second), c.cfg.AgentHeartbeatTimeout, n.ProvisionState)
@@ -59,17 +59,6 @@ func (c *Conductor) waitTimeoutReason(n *proto.Node, now time.Time) string {
 			n.UUID, c.cfg.CallbackTimeout, n.ProvisionState)
 	}
 	return ""
-}
-
-// timeOf reads a timestamp stored in driver_internal_info.
-func timeOf(v any) time.Time {
-	s, _ := v.(string)
-	for _, layout := range []string{time.RFC3339Nano, proto.TimeLayout} {
-		if t, err := time.Parse(layout, s); err == nil {
-			return t
-		}
-	}
-	return time.Time{}
 }
 
 // process takes node uuid's reservation, does what it needs, and releases it.
@@ -134,6 +123,13 @@ func (f *flow) update(ctx context.Context, fn func(n *proto.Node)) error {
 	return nil
 }
 
+// updateFlow is update for changes of the node's flow state.
+func (f *flow) updateFlow(ctx context.Context, fn func(n *proto.Node, s *flowstate.State)) error {
+	return f.update(ctx, func(n *proto.Node) {
+		flowstate.Update(n, func(s *flowstate.State) { fn(n, s) })
+	})
+}
+
 // move takes the state-machine arrow ev inside fn's update.
 func move(n *proto.Node, ev state.Event) error {
 	sn := state.Node{State: n.ProvisionState, Maintenance: n.Maintenance, Protected: n.Protected, Retired: n.Retired}
@@ -178,7 +174,7 @@ func (f *flow) fail(ctx context.Context, msg string) error {
 	err := f.transition(ctx, state.EvFail, func(n *proto.Node) {
 		n.LastError = &msg
 		clearFlow(n)
-		delete(n.DriverInternalInfo, proto.InfoAgentTokenPregen)
+		flowstate.Update(n, func(s *flowstate.State) { s.Agent.TokenPregenerated = false })
 	})
 	if err != nil {
 		// The state cannot fail from here; keep the error visible anyway.
@@ -191,10 +187,7 @@ func (f *flow) fail(ctx context.Context, msg string) error {
 
 // clearFlow removes the running flow's bookkeeping.
 func clearFlow(n *proto.Node) {
-	for _, k := range []string{proto.InfoRequest, proto.InfoSteps, proto.InfoStepIndex, proto.InfoStepSent,
-		proto.InfoStepSentAt, proto.InfoHeartbeatPending, proto.InfoInspectionPending, events.InfoProgress} {
-		delete(n.DriverInternalInfo, k)
-	}
+	flowstate.Update(n, (*flowstate.State).ClearFlow)
 	n.CleanStep = proto.Dict{}
 	n.DeployStep = proto.Dict{}
 }
@@ -218,54 +211,59 @@ func (f *flow) act(ctx context.Context) error {
 			msg := err.Error()
 			n.LastError = &msg
 			n.TargetPowerState = nil
-			delete(n.DriverInternalInfo, proto.InfoRequest)
-			delete(n.DriverInternalInfo, proto.InfoBootDevicePending)
-			failManagementRequest(n, msg)
+			flowstate.Update(n, func(s *flowstate.State) {
+				s.Request, s.BootDevicePending = nil, false
+				failManagementRequest(s, msg)
+			})
 		})
 	}
 	f.ifs = ifs
-	if req, ok := n.DriverInternalInfo[proto.InfoRequest].(map[string]any); ok {
-		return f.startFlow(ctx, req)
+	fs, err := flowstate.Of(n)
+	if err != nil {
+		return f.fail(ctx, fmt.Sprintf("Node %s: unreadable flow state: %v", n.UUID, err))
+	}
+	if fs.Request != nil {
+		return f.startFlow(ctx, *fs.Request)
 	}
 	if reason := f.c.waitTimeoutReason(n, time.Now()); reason != "" {
 		return f.fail(ctx, reason)
 	}
 	switch n.ProvisionState {
 	case proto.StateCleanWait:
-		if n.DriverInternalInfo[proto.InfoHeartbeatPending] != nil {
+		if !fs.HeartbeatPending.IsZero() {
 			return f.continueSteps(ctx, proto.StepClean)
 		}
 	case proto.StateDeployWait:
-		if n.DriverInternalInfo[proto.InfoHeartbeatPending] != nil {
+		if !fs.HeartbeatPending.IsZero() {
 			return f.continueSteps(ctx, proto.StepDeploy)
 		}
 	case proto.StateServiceWait:
-		if n.DriverInternalInfo[proto.InfoHeartbeatPending] != nil {
+		if !fs.HeartbeatPending.IsZero() {
 			return f.continueSteps(ctx, proto.StepService)
 		}
 	case proto.StateRescueWait:
-		if n.DriverInternalInfo[proto.InfoHeartbeatPending] != nil {
+		if !fs.HeartbeatPending.IsZero() {
 			return f.finishRescue(ctx)
 		}
 	case proto.StateInspectWait:
-		if n.DriverInternalInfo[proto.InfoInspectionPending] == true {
+		if fs.InspectionPending {
 			return f.finishInspection(ctx)
 		}
-		if n.DriverInternalInfo[proto.InfoHeartbeatPending] != nil {
-			return f.update(ctx, func(n *proto.Node) { delete(n.DriverInternalInfo, proto.InfoHeartbeatPending) })
+		if !fs.HeartbeatPending.IsZero() {
+			return f.updateFlow(ctx, func(_ *proto.Node, s *flowstate.State) { s.HeartbeatPending = time.Time{} })
 		}
 	case proto.StateCleaning:
-		if _, ok := n.DriverInternalInfo[proto.InfoSteps]; ok {
+		if fs.Steps != nil {
 			return f.runSteps(ctx, proto.StepClean, time.Time{})
 		}
 		return f.fail(ctx, fmt.Sprintf("Kiln conductor restarted while node %s was cleaning; cleaning was interrupted", n.UUID))
 	case proto.StateDeploying:
-		if _, ok := n.DriverInternalInfo[proto.InfoSteps]; ok {
+		if fs.Steps != nil {
 			return f.runSteps(ctx, proto.StepDeploy, time.Time{})
 		}
 		return f.fail(ctx, fmt.Sprintf("Kiln conductor restarted while node %s was deploying; the deployment was interrupted", n.UUID))
 	case proto.StateServicing:
-		if _, ok := n.DriverInternalInfo[proto.InfoSteps]; ok {
+		if fs.Steps != nil {
 			return f.runSteps(ctx, proto.StepService, time.Time{})
 		}
 		return f.fail(ctx, fmt.Sprintf("Kiln conductor restarted while node %s was servicing; servicing was interrupted", n.UUID))
@@ -274,7 +272,7 @@ func (f *flow) act(ctx context.Context) error {
 			return f.fail(ctx, fmt.Sprintf("Kiln conductor restarted while node %s was in %s; the operation was interrupted", n.UUID, n.ProvisionState))
 		}
 	}
-	if hasManagementRequest(n) {
+	if fs.ManagementRequest != nil {
 		// A client waits for this answer: it goes before a power change.
 		if err := f.runManagementRequest(ctx); err != nil {
 			return err
@@ -283,7 +281,7 @@ func (f *flow) act(ctx context.Context) error {
 	if f.n.TargetPowerState != nil {
 		return f.changePower(ctx)
 	}
-	if n.DriverInternalInfo[proto.InfoBootDevicePending] == true {
+	if fs.BootDevicePending {
 		return f.applyBootDevice(ctx)
 	}
 	return nil
@@ -291,9 +289,9 @@ func (f *flow) act(ctx context.Context) error {
 
 // startFlow carries out the provision request the API recorded: the API has
 // already moved the node into the verb's first state.
-func (f *flow) startFlow(ctx context.Context, req map[string]any) error {
+func (f *flow) startFlow(ctx context.Context, req flowstate.Request) error {
 	n := f.n
-	verb, _ := req["verb"].(string)
+	verb := req.Verb
 	f.c.log.Info("starting flow", "node", n.UUID, "verb", verb, "state", n.ProvisionState)
 	switch n.ProvisionState {
 	case proto.StateVerifying:
@@ -320,7 +318,7 @@ func (f *flow) startFlow(ctx context.Context, req map[string]any) error {
 		}
 	}
 	// Verbs that only move the node between stable states need no action.
-	return f.update(ctx, func(n *proto.Node) { delete(n.DriverInternalInfo, proto.InfoRequest) })
+	return f.updateFlow(ctx, func(_ *proto.Node, s *flowstate.State) { s.Request = nil })
 }
 
 // verify checks the power credentials: enroll → verifying → manageable.
@@ -337,8 +335,10 @@ func (f *flow) verify(ctx context.Context) error {
 	}
 	return f.transition(ctx, state.EvDone, func(n *proto.Node) {
 		n.PowerState = &ps
-		n.DriverInternalInfo[proto.InfoLastBMCCheck] = proto.BMCCheck{At: time.Now(), Operation: "verify"}.Dict()
-		delete(n.DriverInternalInfo, proto.InfoRequest)
+		flowstate.Update(n, func(s *flowstate.State) {
+			s.LastBMCCheck = &proto.BMCCheck{At: time.Now(), Operation: "verify"}
+			s.Request = nil
+		})
 	})
 }
 
@@ -356,7 +356,7 @@ func (f *flow) adopt(ctx context.Context) error {
 	}
 	return f.transition(ctx, state.EvDone, func(n *proto.Node) {
 		n.PowerState = &ps
-		delete(n.DriverInternalInfo, proto.InfoRequest)
+		flowstate.Update(n, func(s *flowstate.State) { s.Request = nil })
 	})
 }
 
@@ -386,53 +386,46 @@ func (f *flow) setPower(ctx context.Context, target proto.PowerState, timeout ti
 // forgetAgent ends an agent's life at the end of a flow: unlike wipeAgent
 // it also drops a pre-generated token.
 func forgetAgent(n *proto.Node) {
-	delete(n.DriverInternalInfo, proto.InfoAgentTokenPregen)
-	delete(n.DriverInternalInfo, proto.InfoAgentToken)
-	wipeAgent(n)
+	flowstate.Update(n, (*flowstate.State).ForgetAgent)
 }
 
 // wipeAgent forgets the running agent, as Ironic does on power changes:
 // the next agent must look up and get a fresh token.
 func wipeAgent(n *proto.Node) {
-	if n.DriverInternalInfo[proto.InfoAgentTokenPregen] != true {
-		delete(n.DriverInternalInfo, proto.InfoAgentToken)
-	}
-	for _, k := range []string{proto.InfoAgentURL, proto.InfoAgentVerifyCA, proto.InfoAgentLastHeartbeat,
-		proto.InfoCachedCleanSteps, proto.InfoCachedDeploySteps, proto.InfoCachedStepsVersions} {
-		delete(n.DriverInternalInfo, k)
-	}
+	flowstate.Update(n, (*flowstate.State).WipeAgent)
 }
 
 // changePower carries out PUT .../states/power.
 func (f *flow) changePower(ctx context.Context) error {
 	target := *f.n.TargetPowerState
-	timeout := 0 * time.Second
-	if t, ok := f.n.DriverInternalInfo[proto.InfoPowerTimeout]; ok {
-		timeout = driver.Seconds(t)
-	}
+	fs, _ := flowstate.Of(f.n)
+	timeout := time.Duration(fs.PowerTimeout) * time.Second
 	if err := f.setPower(ctx, target, timeout); err != nil {
 		msg := err.Error()
 		f.history(ctx, "ERROR", msg)
 		return f.update(ctx, func(n *proto.Node) {
 			n.LastError = &msg
 			n.TargetPowerState = nil
-			delete(n.DriverInternalInfo, proto.InfoPowerTimeout)
+			flowstate.Update(n, func(s *flowstate.State) { s.PowerTimeout = 0 })
 		})
 	}
 	return f.update(ctx, func(n *proto.Node) {
 		n.LastError = nil
-		delete(n.DriverInternalInfo, proto.InfoPowerTimeout)
+		flowstate.Update(n, func(s *flowstate.State) { s.PowerTimeout = 0 })
 	})
 }
 
 // applyBootDevice carries out PUT .../management/boot_device.
 func (f *flow) applyBootDevice(ctx context.Context) error {
-	req, _ := f.n.DriverInternalInfo[proto.InfoBootDevice].(map[string]any)
-	dev, _ := req["boot_device"].(string)
-	persistent, _ := req["persistent"].(bool)
+	fs, _ := flowstate.Of(f.n)
+	var dev string
+	var persistent bool
+	if fs.BootDevice != nil {
+		dev, persistent = fs.BootDevice.Device, fs.BootDevice.Persistent
+	}
 	err := f.ifs.Management.SetBootDevice(ctx, f.n, dev, persistent)
 	return f.update(ctx, func(n *proto.Node) {
-		delete(n.DriverInternalInfo, proto.InfoBootDevicePending)
+		flowstate.Update(n, func(s *flowstate.State) { s.BootDevicePending = false })
 		if err != nil {
 			msg := fmt.Sprintf("Failed to set boot device %s for node %s. Error: %v", dev, n.UUID, err)
 			n.LastError = &msg

@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 
-	"github.com/kilnhq/kiln/controller/events"
+	"github.com/kilnhq/kiln/controller/flowstate"
 	"github.com/kilnhq/kiln/proto"
 )
 
@@ -34,12 +34,13 @@ func (f *flow) recordProgress(ctx context.Context, cur proto.StepCall, cmd proto
 		return nil
 	}
 	label := stepLabel(cur)
-	if old := events.ProgressOf(f.n); old != nil && old.Step == label && old.BytesDone == p.BytesDone &&
+	fs, _ := flowstate.Read(f.n, flowstate.PartProgress)
+	if old := fs.Progress; old != nil && old.Step == label && old.BytesDone == p.BytesDone &&
 		old.BytesTotal == p.BytesTotal && old.Stage == p.Stage {
 		return nil
 	}
-	return f.update(ctx, func(n *proto.Node) {
-		n.DriverInternalInfo[events.InfoProgress] = events.Progress{
+	return f.updateFlow(ctx, func(_ *proto.Node, s *flowstate.State) {
+		s.Progress = &flowstate.Progress{
 			Step: label, BytesDone: p.BytesDone, BytesTotal: p.BytesTotal, Stage: p.Stage, UpdatedAt: proto.Now(),
 		}
 	})

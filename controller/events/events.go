@@ -8,29 +8,18 @@
 package events
 
 import (
-	"encoding/json"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/kilnhq/kiln/controller/flowstate"
 	"github.com/kilnhq/kiln/controller/secrets"
 	"github.com/kilnhq/kiln/proto"
 )
 
-// InfoProgress is the driver_internal_info key where the conductor keeps the
-// running step's progress (a Progress), as the agent last reported it.
-const InfoProgress = "kiln_progress"
-
 // Progress is how far the running step has come (a Kiln extension; Ironic
 // has no such field, its clients ignore it).
-type Progress struct {
-	// Step is the step this progress belongs to, "interface.step".
-	Step       string      `json:"step"`
-	BytesDone  int64       `json:"bytes_done"`
-	BytesTotal int64       `json:"bytes_total"`
-	Stage      string      `json:"stage,omitempty"`
-	UpdatedAt  *proto.Time `json:"updated_at"`
-}
+type Progress = flowstate.Progress
 
 // Event is one node change, as GET /v1/events sends it (event: node).
 type Event struct {
@@ -92,22 +81,8 @@ func StepOf(n *proto.Node) string {
 
 // ProgressOf reads the progress the conductor recorded, nil if none.
 func ProgressOf(n *proto.Node) *Progress {
-	v, ok := n.DriverInternalInfo[InfoProgress]
-	if !ok || v == nil {
-		return nil
-	}
-	if p, ok := v.(Progress); ok {
-		return &p
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil
-	}
-	var p Progress
-	if err := json.Unmarshal(b, &p); err != nil {
-		return nil
-	}
-	return &p
+	fs, _ := flowstate.Read(n, flowstate.PartProgress)
+	return fs.Progress
 }
 
 // same reports whether two events of one node show the same thing (time aside).

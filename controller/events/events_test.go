@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kilnhq/kiln/controller/flowstate"
 	"github.com/kilnhq/kiln/controller/store"
 	"github.com/kilnhq/kiln/proto"
 )
@@ -116,7 +117,9 @@ func TestWatchReportsVisibleChangesOnly(t *testing.T) {
 	upd(func(n *proto.Node) { n.ProvisionState = proto.StateVerifying })
 	upd(func(n *proto.Node) { n.DriverInternalInfo["agent_last_heartbeat"] = "x" }) // invisible
 	upd(func(n *proto.Node) {
-		n.DriverInternalInfo[InfoProgress] = Progress{Step: "deploy.write_image", BytesDone: 10, BytesTotal: 100}
+		flowstate.Update(n, func(s *flowstate.State) {
+			s.Progress = &Progress{Step: "deploy.write_image", BytesDone: 10, BytesTotal: 100}
+		})
 		n.DeployStep = proto.Dict{"interface": "deploy", "step": "write_image"}
 	})
 	upd(func(n *proto.Node) { n.ProvisionState = proto.StateManageable })

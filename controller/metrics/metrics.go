@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kilnhq/kiln/controller/events"
+	"github.com/kilnhq/kiln/controller/flowstate"
 	"github.com/kilnhq/kiln/controller/state"
 	"github.com/kilnhq/kiln/controller/store"
 	"github.com/kilnhq/kiln/proto"
@@ -152,10 +153,8 @@ func (m *Metrics) Observe(c events.Change) {
 	switch {
 	case !ok && state.IsTransient(a.ProvisionState):
 		verb := string(a.ProvisionState)
-		if req, ok := c.Node.DriverInternalInfo[proto.InfoRequest].(map[string]any); ok {
-			if v, ok := req["verb"].(string); ok && v != "" {
-				verb = v
-			}
+		if fs, _ := flowstate.Read(c.Node, flowstate.PartWork); fs.Request != nil && fs.Request.Verb != "" {
+			verb = fs.Request.Verb
 		}
 		m.flows[a.UUID] = flowStart{verb: verb, at: now, lastError: deref(b.LastError)}
 	case ok && !state.IsTransient(a.ProvisionState):
@@ -235,10 +234,8 @@ func (nc *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 			power = string(*n.PowerState)
 		}
 		counts[key{string(n.ProvisionState), power, strconv.FormatBool(n.Maintenance)}]++
-		if s, ok := n.DriverInternalInfo[proto.InfoAgentLastHeartbeat].(string); ok {
-			if t, err := parseTime(s); err == nil {
-				ch <- prometheus.MustNewConstMetric(heartbeatAgeDesc, prometheus.GaugeValue, now.Sub(t).Seconds(), n.UUID)
-			}
+		if fs, _ := flowstate.Read(n, flowstate.PartAgent); !fs.Agent.LastHeartbeat.IsZero() {
+			ch <- prometheus.MustNewConstMetric(heartbeatAgeDesc, prometheus.GaugeValue, now.Sub(fs.Agent.LastHeartbeat).Seconds(), n.UUID)
 		}
 	}
 	for k, v := range counts {
