@@ -46,11 +46,8 @@ var nodePatchable = func() []string {
 	return f
 }()
 
-var nodeSortable = map[string]bool{
-	"uuid": true, "name": true, "created_at": true, "updated_at": true, "provision_state": true,
-	"driver": true, "maintenance": true, "instance_uuid": true, "provision_updated_at": true,
-	"conductor_group": true, "resource_class": true, "owner": true, "power_state": true,
-}
+// nodeSortable are the sort keys the store can order by (indexed columns).
+var nodeSortable = sortKeys(store.NodeSortKeys)
 
 // getNodeOr404 loads a node by UUID or name with Ironic's 404 text.
 func (s *Server) getNodeOr404(c echo.Context) (*proto.Node, error) {

@@ -18,7 +18,7 @@ var portCreateFields = []string{"address", "node_uuid", "extra", "local_link_con
 
 var portPatchable = []string{"address", "extra", "is_smartnic", "local_link_connection", "name", "node_uuid", "physical_network", "pxe_enabled"}
 
-var portSortable = map[string]bool{"uuid": true, "address": true, "created_at": true, "updated_at": true, "name": true}
+var portSortable = sortKeys(store.PortSortKeys)
 
 // normalizeMAC checks a MAC address and returns its canonical lower-case form.
 func normalizeMAC(s string) (string, error) {

@@ -165,9 +165,11 @@ func parseListParams(c echo.Context, sortable map[string]bool) (listParams, erro
 	default:
 		return p, badRequest("Invalid sort direction: %s. Acceptable values are 'asc' or 'desc'", p.sortDir)
 	}
+	// "id" (insertion order) is the default, and the key every "next" link
+	// carries when the client named none, as Ironic's do.
 	if p.sortKey == "" {
 		p.sortKey = "id"
-	} else if !sortable[p.sortKey] {
+	} else if p.sortKey != "id" && !sortable[p.sortKey] {
 		return p, badRequest("The sort_key value \"%s\" is an invalid field for sorting", p.sortKey)
 	}
 	return p, nil
@@ -202,4 +204,14 @@ func nextLink(c echo.Context, path string, p listParams, count int, lastUUID str
 	q.Set("sort_key", p.sortKey)
 	q.Set("sort_dir", p.sortDir)
 	return baseURL(c) + path + "?" + q.Encode()
+}
+
+// sortKeys turns the store's list of sortable keys into a set, so that the API
+// never accepts a key the store would refuse.
+func sortKeys(keys []string) map[string]bool {
+	m := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		m[k] = true
+	}
+	return m
 }
