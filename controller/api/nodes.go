@@ -73,6 +73,8 @@ func (s *Server) storeError(err error, kind, ident string) error {
 		return conflict("A %s with UUID %s already exists.", strings.ToLower(kind), ident)
 	case errors.Is(err, store.ErrDuplicateMAC):
 		return conflict("A port with MAC address %s already exists.", ident)
+	case errors.Is(err, store.ErrDuplicatePortName):
+		return conflict("A port with name %s already exists.", ident)
 	}
 	var apiErr *Error
 	if errors.As(err, &apiErr) {
@@ -137,6 +139,9 @@ func (s *Server) listNodesCommon(c echo.Context, detail bool, path string) error
 			return notAcceptable()
 		}
 		*f.dst = v
+	}
+	if err := checkFault(q.Fault); err != nil {
+		return err
 	}
 	if q.ProvisionState != "" && !state.IsState(proto.ProvisionState(q.ProvisionState)) {
 		return badRequest("Invalid value for provision_state: %s", q.ProvisionState)
@@ -215,6 +220,9 @@ func (s *Server) createNode(c echo.Context) error {
 	if err := completeNode(&n); err != nil {
 		return err
 	}
+	if err := s.resolveParentNode(c.Request().Context(), &n); err != nil {
+		return err
+	}
 	n.ProvisionState = proto.StateEnroll
 	if minor(c) < 11 {
 		// Before 1.11 new nodes went straight to available.
@@ -253,6 +261,9 @@ func completeNode(n *proto.Node) error {
 		if err := validateName(*n.Name); err != nil {
 			return err
 		}
+	}
+	if err := validateNodeStrings(n); err != nil {
+		return err
 	}
 	for _, iface := range driver.Interfaces {
 		p := interfaceField(n, iface)

@@ -47,6 +47,10 @@ func (s *Server) createPort(c echo.Context) error {
 	if p.NodeUUID == "" {
 		return badRequest("Schema error for port: 'node_uuid' is a required property")
 	}
+	ctx := c.Request().Context()
+	if p.NodeUUID, err = s.portNodeUUID(ctx, p.NodeUUID); err != nil {
+		return err
+	}
 	if p.UUID == "" {
 		p.UUID = uuid.NewString()
 	} else if u, err := uuid.Parse(p.UUID); err != nil {
@@ -57,20 +61,14 @@ func (s *Server) createPort(c echo.Context) error {
 	if err := completePort(&p); err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
-	node, err := s.store.GetNode(ctx, p.NodeUUID)
-	if err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			return badRequest("Node %s could not be found.", p.NodeUUID)
-		}
-		return err
-	}
-	p.NodeUUID = node.UUID
 	p.CreatedAt = proto.Now()
 	if err := s.store.CreatePort(ctx, &p); err != nil {
 		ident := p.UUID
 		if errors.Is(err, store.ErrDuplicateMAC) {
 			ident = p.Address
+		}
+		if errors.Is(err, store.ErrDuplicatePortName) && p.Name != nil {
+			ident = *p.Name
 		}
 		return s.storeError(err, "Port", ident)
 	}
@@ -110,7 +108,7 @@ func completePort(p *proto.Port) error {
 			return err
 		}
 	}
-	return nil
+	return validatePortStrings(p)
 }
 
 func (s *Server) getPort(c echo.Context) error {
@@ -118,7 +116,10 @@ func (s *Server) getPort(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	id := c.Param("port")
+	id, err := s.portIdent(c)
+	if err != nil {
+		return err
+	}
 	p, err := s.store.GetPort(c.Request().Context(), id)
 	if err != nil {
 		return s.storeError(err, "Port", id)
@@ -227,7 +228,13 @@ func (s *Server) patchPort(c echo.Context) error {
 	if err := checkPatchPaths(c, ops, portPatchable, proto.PortFieldMinVersion); err != nil {
 		return err
 	}
-	id := c.Param("port")
+	if err := checkMandatoryRemovals(ops, portMandatory); err != nil {
+		return err
+	}
+	id, err := s.portIdent(c)
+	if err != nil {
+		return err
+	}
 	ctx := c.Request().Context()
 	p, err := s.store.UpdatePort(ctx, id, func(p *proto.Port) error {
 		var updated proto.Port
@@ -239,16 +246,17 @@ func (s *Server) patchPort(c echo.Context) error {
 			return err
 		}
 		if updated.NodeUUID != p.NodeUUID {
-			n, err := s.store.GetNode(ctx, updated.NodeUUID)
-			if err != nil {
-				return badRequest("Node %s could not be found.", updated.NodeUUID)
+			if updated.NodeUUID, err = s.portNodeUUID(ctx, updated.NodeUUID); err != nil {
+				return err
 			}
-			updated.NodeUUID = n.UUID
 		}
 		updated.UUID, updated.CreatedAt, updated.UpdatedAt, updated.InternalInfo = p.UUID, p.CreatedAt, p.UpdatedAt, p.InternalInfo
 		*p = updated
 		return nil
 	})
+	if errors.Is(err, store.ErrDuplicatePortName) {
+		return errPortNameTaken(patchedName(ops))
+	}
 	if err != nil {
 		return s.storeError(err, "Port", id)
 	}
@@ -260,7 +268,10 @@ func (s *Server) patchPort(c echo.Context) error {
 }
 
 func (s *Server) deletePort(c echo.Context) error {
-	id := c.Param("port")
+	id, err := s.portIdent(c)
+	if err != nil {
+		return err
+	}
 	if err := s.store.DeletePort(c.Request().Context(), id); err != nil {
 		return s.storeError(err, "Port", id)
 	}

@@ -51,6 +51,7 @@ func renderNode(c echo.Context, n *proto.Node, fields []string) (map[string]any,
 		if minor(c) < proto.NodeFieldMinVersion["name"] {
 			delete(doc, "name")
 		}
+		oldProvisionState(c, doc)
 		return doc, nil
 	}
 	m := maskedNode(n)
@@ -60,6 +61,7 @@ func renderNode(c echo.Context, n *proto.Node, fields []string) (map[string]any,
 		return nil, fmt.Errorf("render node %s: %w", n.UUID, err)
 	}
 	filterDoc(doc, proto.NodeFieldMinVersion, minor(c), fields)
+	oldProvisionState(c, doc)
 	return doc, nil
 }
 

@@ -14,10 +14,6 @@ import (
 	"github.com/labstack/echo/v4"
 )
 
-// maxBody bounds request bodies; a node document with a large network_data or
-// configdrive still fits well below it.
-const maxBody = 16 << 20
-
 // readJSONObject reads the body as a JSON object, keyed by field. Malformed JSON
 // is a 400 (Ironic answers 500 here, which makes clients retry a request that
 // can never succeed).
@@ -37,15 +33,16 @@ func readJSONObject(c echo.Context, what string) (map[string]json.RawMessage, er
 }
 
 func readBody(c echo.Context) ([]byte, error) {
-	body, err := io.ReadAll(io.LimitReader(c.Request().Body, maxBody+1))
+	// screenRequest bounds the body to the route's limit.
+	body, err := io.ReadAll(c.Request().Body)
 	if err != nil {
-		return nil, badRequest("Could not read the request body: %v", err)
-	}
-	if len(body) > maxBody {
-		return nil, errorf(413, "Request body larger than %d bytes", maxBody)
+		return nil, bodyReadError(err)
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
-		return nil, badRequest("Missing request body")
+		return nil, badRequest(msgMissingBody)
+	}
+	if err := checkUTF8("request body", body); err != nil {
+		return nil, err
 	}
 	return body, nil
 }
@@ -108,6 +105,9 @@ func checkFields(c echo.Context, what string, obj map[string]json.RawMessage, al
 func decodeInto(obj map[string]json.RawMessage, v any, what string) error {
 	b, err := json.Marshal(obj)
 	if err != nil {
+		return badRequest("Invalid %s: %v", what, err)
+	}
+	if err := checkNumbers(b); err != nil {
 		return badRequest("Invalid %s: %v", what, err)
 	}
 	d := json.NewDecoder(bytes.NewReader(b))

@@ -41,6 +41,8 @@ type Config struct {
 	// ConductorWait bounds how long a boot-device request waits for the
 	// node's conductor to answer [40s].
 	ConductorWait time.Duration
+	// BodyLimits overrides DefaultBodyLimits, per route class.
+	BodyLimits map[string]int64
 }
 
 // Server is the /v1 API. It is an http.Handler.
@@ -54,9 +56,11 @@ type Server struct {
 	events                *events.Bus
 	agentLimit            *ratelimit.Limiter
 	conductorWait         time.Duration
+	bodyLimits            map[string]int64
 }
 
-// New builds the API with every route mounted.
+// New builds the API with every route mounted. It panics on an invalid
+// BodyLimits; CheckBodyLimits validates them first.
 func New(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -70,11 +74,18 @@ func New(cfg Config) *Server {
 	s := &Server{store: cfg.Store, conductor: cfg.Conductor, log: cfg.Logger, notifier: cfg.Notify, agentHeartbeatTimeout: cfg.AgentHeartbeatTimeout, events: cfg.Events,
 		conductorWait: cfg.ConductorWait}
 	s.agentLimit = agentLimiter(cfg.AgentLimit)
+	limits, err := bodyLimits(cfg.BodyLimits)
+	if err != nil {
+		panic(err)
+	}
+	s.bodyLimits = limits
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = s.handleError
+	e.Pre(defaultVersion)
 	e.Use(s.middleware)
+	e.Use(s.screenRequest)
 	s.echo = e
 	s.routes()
 	return s
