@@ -47,11 +47,8 @@ var nodePatchable = func() []string {
 	return f
 }()
 
-var nodeSortable = map[string]bool{
-	"uuid": true, "name": true, "created_at": true, "updated_at": true, "provision_state": true,
-	"driver": true, "maintenance": true, "instance_uuid": true, "provision_updated_at": true,
-	"conductor_group": true, "resource_class": true, "owner": true, "power_state": true,
-}
+// nodeSortable are the sort keys the store can order by (indexed columns).
+var nodeSortable = sortKeys(store.NodeSortKeys)
 
 // getNodeOr404 loads a node by UUID or name with Ironic's 404 text.
 func (s *Server) getNodeOr404(c echo.Context) (*proto.Node, error) {
@@ -77,6 +74,8 @@ func (s *Server) storeError(err error, kind, ident string) error {
 		return conflict("A %s with UUID %s already exists.", strings.ToLower(kind), ident)
 	case errors.Is(err, store.ErrDuplicateMAC):
 		return conflict("A port with MAC address %s already exists.", ident)
+	case errors.Is(err, store.ErrDuplicatePortName):
+		return conflict("A port with name %s already exists.", ident)
 	}
 	var apiErr *Error
 	if errors.As(err, &apiErr) {
@@ -141,6 +140,9 @@ func (s *Server) listNodesCommon(c echo.Context, detail bool, path string) error
 			return notAcceptable()
 		}
 		*f.dst = v
+	}
+	if err := checkFault(q.Fault); err != nil {
+		return err
 	}
 	if q.ProvisionState != "" && !state.IsState(proto.ProvisionState(q.ProvisionState)) {
 		return badRequest("Invalid value for provision_state: %s", q.ProvisionState)
@@ -208,6 +210,9 @@ func (s *Server) createNode(c echo.Context) error {
 	if err := completeNode(&n); err != nil {
 		return err
 	}
+	if err := s.resolveParentNode(c.Request().Context(), &n); err != nil {
+		return err
+	}
 	n.ProvisionState = proto.StateEnroll
 	if minor(c) < 11 {
 		// Before 1.11 new nodes went straight to available.
@@ -242,6 +247,9 @@ func completeNode(n *proto.Node) error {
 		if err := validateName(*n.Name); err != nil {
 			return err
 		}
+	}
+	if err := validateNodeStrings(n); err != nil {
+		return err
 	}
 	for _, iface := range driver.Interfaces {
 		p := interfaceField(n, iface)

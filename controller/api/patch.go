@@ -92,6 +92,9 @@ func (s *Server) patchNode(c echo.Context) error {
 	if err := checkPatchPaths(c, ops, nodePatchable, proto.NodeFieldMinVersion); err != nil {
 		return err
 	}
+	if err := checkMandatoryRemovals(ops, nodeMandatory); err != nil {
+		return err
+	}
 	ident := c.Param("node")
 	n, err := s.updateUnlocked(c.Request().Context(), ident, func(n *proto.Node) error {
 		if n.Reservation != nil {
@@ -111,11 +114,17 @@ func (s *Server) patchNode(c echo.Context) error {
 		if err := completeNode(&updated); err != nil {
 			return err
 		}
+		if err := s.resolveParentNode(c.Request().Context(), &updated); err != nil {
+			return err
+		}
 		if updated.Driver != n.Driver {
 			// A new hardware type resets interfaces the client did not name.
 			if err := resetInterfaces(&updated, ops); err != nil {
 				return err
 			}
+		}
+		if err := checkProtected(n, &updated); err != nil {
+			return err
 		}
 		if updated.Maintenance != n.Maintenance && !updated.Maintenance {
 			updated.MaintenanceReason = nil

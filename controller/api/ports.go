@@ -18,7 +18,7 @@ var portCreateFields = []string{"address", "node_uuid", "extra", "local_link_con
 
 var portPatchable = []string{"address", "extra", "is_smartnic", "local_link_connection", "name", "node_uuid", "physical_network", "pxe_enabled"}
 
-var portSortable = map[string]bool{"uuid": true, "address": true, "created_at": true, "updated_at": true, "name": true}
+var portSortable = sortKeys(store.PortSortKeys)
 
 // normalizeMAC checks a MAC address and returns its canonical lower-case form.
 func normalizeMAC(s string) (string, error) {
@@ -47,6 +47,10 @@ func (s *Server) createPort(c echo.Context) error {
 	if p.NodeUUID == "" {
 		return badRequest("Schema error for port: 'node_uuid' is a required property")
 	}
+	ctx := c.Request().Context()
+	if p.NodeUUID, err = s.portNodeUUID(ctx, p.NodeUUID); err != nil {
+		return err
+	}
 	if p.UUID == "" {
 		p.UUID = uuid.NewString()
 	} else if u, err := uuid.Parse(p.UUID); err != nil {
@@ -57,20 +61,14 @@ func (s *Server) createPort(c echo.Context) error {
 	if err := completePort(&p); err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
-	node, err := s.store.GetNode(ctx, p.NodeUUID)
-	if err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			return badRequest("Node %s could not be found.", p.NodeUUID)
-		}
-		return err
-	}
-	p.NodeUUID = node.UUID
 	p.CreatedAt = proto.Now()
 	if err := s.store.CreatePort(ctx, &p); err != nil {
 		ident := p.UUID
 		if errors.Is(err, store.ErrDuplicateMAC) {
 			ident = p.Address
+		}
+		if errors.Is(err, store.ErrDuplicatePortName) && p.Name != nil {
+			ident = *p.Name
 		}
 		return s.storeError(err, "Port", ident)
 	}
@@ -106,7 +104,7 @@ func completePort(p *proto.Port) error {
 			return err
 		}
 	}
-	return nil
+	return validatePortStrings(p)
 }
 
 func (s *Server) getPort(c echo.Context) error {
@@ -114,7 +112,10 @@ func (s *Server) getPort(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	id := c.Param("port")
+	id, err := s.portIdent(c)
+	if err != nil {
+		return err
+	}
 	p, err := s.store.GetPort(c.Request().Context(), id)
 	if err != nil {
 		return s.storeError(err, "Port", id)
@@ -213,7 +214,13 @@ func (s *Server) patchPort(c echo.Context) error {
 	if err := checkPatchPaths(c, ops, portPatchable, proto.PortFieldMinVersion); err != nil {
 		return err
 	}
-	id := c.Param("port")
+	if err := checkMandatoryRemovals(ops, portMandatory); err != nil {
+		return err
+	}
+	id, err := s.portIdent(c)
+	if err != nil {
+		return err
+	}
 	ctx := c.Request().Context()
 	p, err := s.store.UpdatePort(ctx, id, func(p *proto.Port) error {
 		var updated proto.Port
@@ -225,16 +232,17 @@ func (s *Server) patchPort(c echo.Context) error {
 			return err
 		}
 		if updated.NodeUUID != p.NodeUUID {
-			n, err := s.store.GetNode(ctx, updated.NodeUUID)
-			if err != nil {
-				return badRequest("Node %s could not be found.", updated.NodeUUID)
+			if updated.NodeUUID, err = s.portNodeUUID(ctx, updated.NodeUUID); err != nil {
+				return err
 			}
-			updated.NodeUUID = n.UUID
 		}
 		updated.UUID, updated.CreatedAt, updated.UpdatedAt, updated.InternalInfo = p.UUID, p.CreatedAt, p.UpdatedAt, p.InternalInfo
 		*p = updated
 		return nil
 	})
+	if errors.Is(err, store.ErrDuplicatePortName) {
+		return errPortNameTaken(patchedName(ops))
+	}
 	if err != nil {
 		return s.storeError(err, "Port", id)
 	}
@@ -242,7 +250,10 @@ func (s *Server) patchPort(c echo.Context) error {
 }
 
 func (s *Server) deletePort(c echo.Context) error {
-	id := c.Param("port")
+	id, err := s.portIdent(c)
+	if err != nil {
+		return err
+	}
 	if err := s.store.DeletePort(c.Request().Context(), id); err != nil {
 		return s.storeError(err, "Port", id)
 	}

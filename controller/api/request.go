@@ -14,10 +14,6 @@ import (
 	"github.com/labstack/echo/v4"
 )
 
-// maxBody bounds request bodies; a node document with a large network_data or
-// configdrive still fits well below it.
-const maxBody = 16 << 20
-
 // readJSONObject reads the body as a JSON object, keyed by field. Malformed JSON
 // is a 400 (Ironic answers 500 here, which makes clients retry a request that
 // can never succeed).
@@ -37,15 +33,16 @@ func readJSONObject(c echo.Context, what string) (map[string]json.RawMessage, er
 }
 
 func readBody(c echo.Context) ([]byte, error) {
-	body, err := io.ReadAll(io.LimitReader(c.Request().Body, maxBody+1))
+	// screenRequest bounds the body to the route's limit.
+	body, err := io.ReadAll(c.Request().Body)
 	if err != nil {
-		return nil, badRequest("Could not read the request body: %v", err)
-	}
-	if len(body) > maxBody {
-		return nil, errorf(413, "Request body larger than %d bytes", maxBody)
+		return nil, bodyReadError(err)
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
-		return nil, badRequest("Missing request body")
+		return nil, badRequest(msgMissingBody)
+	}
+	if err := checkUTF8("request body", body); err != nil {
+		return nil, err
 	}
 	return body, nil
 }
@@ -110,6 +107,9 @@ func decodeInto(obj map[string]json.RawMessage, v any, what string) error {
 	if err != nil {
 		return badRequest("Invalid %s: %v", what, err)
 	}
+	if err := checkNumbers(b); err != nil {
+		return badRequest("Invalid %s: %v", what, err)
+	}
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.UseNumber()
 	if err := d.Decode(v); err != nil {
@@ -165,9 +165,11 @@ func parseListParams(c echo.Context, sortable map[string]bool) (listParams, erro
 	default:
 		return p, badRequest("Invalid sort direction: %s. Acceptable values are 'asc' or 'desc'", p.sortDir)
 	}
+	// "id" (insertion order) is the default, and the key every "next" link
+	// carries when the client named none, as Ironic's do.
 	if p.sortKey == "" {
 		p.sortKey = "id"
-	} else if !sortable[p.sortKey] {
+	} else if p.sortKey != "id" && !sortable[p.sortKey] {
 		return p, badRequest("The sort_key value \"%s\" is an invalid field for sorting", p.sortKey)
 	}
 	return p, nil
@@ -202,4 +204,14 @@ func nextLink(c echo.Context, path string, p listParams, count int, lastUUID str
 	q.Set("sort_key", p.sortKey)
 	q.Set("sort_dir", p.sortDir)
 	return baseURL(c) + path + "?" + q.Encode()
+}
+
+// sortKeys turns the store's list of sortable keys into a set, so that the API
+// never accepts a key the store would refuse.
+func sortKeys(keys []string) map[string]bool {
+	m := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		m[k] = true
+	}
+	return m
 }

@@ -45,6 +45,8 @@ type Config struct {
 	// the node before answering 409 NodeLocked [DefaultLockWait]; negative:
 	// answer at once.
 	LockWait time.Duration
+	// BodyLimits overrides DefaultBodyLimits, per route class.
+	BodyLimits map[string]int64
 }
 
 // Server is the /v1 API. It is an http.Handler.
@@ -59,9 +61,11 @@ type Server struct {
 	agentLimit            *ratelimit.Limiter
 	conductorWait         time.Duration
 	lockWait              time.Duration
+	bodyLimits            map[string]int64
 }
 
-// New builds the API with every route mounted.
+// New builds the API with every route mounted. It panics on an invalid
+// BodyLimits; CheckBodyLimits validates them first.
 func New(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -78,11 +82,18 @@ func New(cfg Config) *Server {
 	s := &Server{store: cfg.Store, conductor: cfg.Conductor, log: cfg.Logger, notifier: cfg.Notify, agentHeartbeatTimeout: cfg.AgentHeartbeatTimeout, events: cfg.Events,
 		conductorWait: cfg.ConductorWait, lockWait: cfg.LockWait}
 	s.agentLimit = agentLimiter(cfg.AgentLimit)
+	limits, err := bodyLimits(cfg.BodyLimits)
+	if err != nil {
+		panic(err)
+	}
+	s.bodyLimits = limits
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = s.handleError
+	e.Pre(defaultVersion)
 	e.Use(s.middleware)
+	e.Use(s.screenRequest)
 	s.echo = e
 	s.routes()
 	return s

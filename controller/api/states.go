@@ -232,8 +232,8 @@ func (s *Server) setPowerState(c echo.Context) error {
 	if minV > minor(c) {
 		return notAcceptable()
 	}
-	if req.Timeout != nil && *req.Timeout < 1 {
-		return badRequest("Invalid timeout %d: it must be a positive number of seconds", *req.Timeout)
+	if req.Timeout != nil && (*req.Timeout < 1 || *req.Timeout > maxPowerTimeout) {
+		return badRequest("Invalid timeout %d: it must be between 1 and %d seconds", *req.Timeout, maxPowerTimeout)
 	}
 	ident := c.Param("node")
 	n, err := s.updateUnlocked(c.Request().Context(), ident, func(n *proto.Node) error {
@@ -277,7 +277,7 @@ func (s *Server) setMaintenance(c echo.Context) error {
 	var req proto.MaintenanceRequest
 	if c.Request().ContentLength != 0 {
 		obj, err := readJSONObject(c, "maintenance")
-		if err != nil && c.Request().ContentLength > 0 {
+		if err != nil && !isMissingBody(err) {
 			return err
 		}
 		if obj != nil {
@@ -291,6 +291,9 @@ func (s *Server) setMaintenance(c echo.Context) error {
 	}
 	if r := c.QueryParam("reason"); r != "" && req.Reason == "" {
 		req.Reason = r
+	}
+	if err := checkLen("maintenance", "reason", &req.Reason, maxReasonLen); err != nil {
+		return err
 	}
 	return s.changeMaintenance(c, true, req.Reason)
 }

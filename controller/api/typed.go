@@ -152,7 +152,10 @@ func (w *objectWriter) value(v any) error {
 }
 
 // object writes the plan's fields of the struct *ptr.
-func (w *objectWriter) object(ptr any, p fieldPlan) error {
+func (w *objectWriter) object(ptr any, p fieldPlan) error { return w.objectRaw(ptr, p, nil) }
+
+// objectRaw is object with some fields' JSON given as is (raw, by name).
+func (w *objectWriter) objectRaw(ptr any, p fieldPlan, raw map[string]string) error {
 	v := reflect.ValueOf(ptr).Elem()
 	w.buf.WriteByte('{')
 	first := true
@@ -166,6 +169,10 @@ func (w *objectWriter) object(ptr any, p fieldPlan) error {
 		}
 		first = false
 		w.buf.Write(f.key)
+		if r, ok := raw[f.name]; ok {
+			w.buf.WriteString(r)
+			continue
+		}
 		if f.plain && w.writePlain(fv) {
 			continue
 		}
@@ -249,7 +256,15 @@ func (w *objectWriter) node(c echo.Context, n *proto.Node, p fieldPlan) error {
 			*l.dst = links(c, "nodes/"+n.UUID+l.path)
 		}
 	}
-	return w.object(&m, p)
+	// Older microversions name some states as Ironic did then.
+	var raw map[string]string
+	switch {
+	case m.ProvisionState == proto.StateAvailable && minor(c) < 2:
+		raw = map[string]string{"provision_state": "null"}
+	case m.ProvisionState == proto.StateInspectWait && minor(c) < 39:
+		m.ProvisionState = proto.StateInspecting
+	}
+	return w.objectRaw(&m, p, raw)
 }
 
 // port writes p as the plan shows it.

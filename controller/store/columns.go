@@ -59,7 +59,7 @@ var nodeSortExprs = map[string]string{
 }
 
 // portColumns are the ports table's columns besides id and node_id.
-var portColumns = []string{"uuid", "address", "created_at", "updated_at", "doc"}
+var portColumns = []string{"uuid", "address", "name", "created_at", "updated_at", "doc"}
 
 // portValues normalizes p.Address to lower case and extracts the columns.
 func portValues(p *proto.Port) ([]any, error) {
@@ -70,7 +70,7 @@ func portValues(p *proto.Port) ([]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode port %s: %w", p.UUID, err)
 	}
-	return []any{p.UUID, p.Address, micros(p.CreatedAt), micros(p.UpdatedAt), string(b)}, nil
+	return []any{p.UUID, p.Address, nullable(p.Name), micros(p.CreatedAt), micros(p.UpdatedAt), string(b)}, nil
 }
 
 func decodePort(doc []byte) (*proto.Port, error) {
@@ -83,6 +83,7 @@ func decodePort(doc []byte) (*proto.Port, error) {
 
 var portSortExprs = map[string]string{
 	"id": "id", "uuid": "uuid", "address": "address", "created_at": "created_at", "updated_at": "updated_at",
+	"name": "COALESCE(name, '')",
 }
 
 // orderBy validates a sort key and direction against exprs.

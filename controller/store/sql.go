@@ -114,6 +114,8 @@ func (s *sqlStore) mapWriteError(err error, what string) error {
 		return fmt.Errorf("%s: %w", what, ErrDuplicateName)
 	case c == "ports_address_key":
 		return fmt.Errorf("%s: %w", what, ErrDuplicateMAC)
+	case c == "ports_name_key":
+		return fmt.Errorf("%s: %w", what, ErrDuplicatePortName)
 	case strings.HasSuffix(c, "_uuid_key"):
 		return fmt.Errorf("%s: %w", what, ErrDuplicateUUID)
 	}
@@ -588,6 +590,10 @@ func (s *sqlStore) ListPorts(ctx context.Context, q PortQuery) ([]*proto.Port, e
 	if q.Address != "" {
 		where = append(where, "address = ?")
 		args = append(args, strings.ToLower(q.Address))
+	}
+	if q.Name != "" {
+		where = append(where, "name = ?")
+		args = append(args, q.Name)
 	}
 	cols := "doc"
 	if q.Summary {

@@ -28,6 +28,8 @@ var (
 	ErrDuplicateName = errors.New("a node with this name already exists")
 	ErrDuplicateUUID = errors.New("an object with this UUID already exists")
 	ErrDuplicateMAC  = errors.New("a port with this MAC address already exists")
+	// ErrDuplicatePortName: another port already has this name.
+	ErrDuplicatePortName = errors.New("a port with this name already exists")
 	// ErrLocked: the node is reserved by a live conductor (or by the caller
 	// itself: reservations are not re-entrant). errors.As to *LockedError
 	// tells who holds it.
@@ -172,13 +174,13 @@ type NodeQuery struct {
 
 // PortQuery filters, sorts and pages ListPorts. NodeUUID and Address are
 // exact matches (Address case-insensitive); a NodeUUID naming no node gives an
-// empty list.
+// empty list. Name is an exact match on the port's unique name.
 type PortQuery struct {
-	NodeUUID, Address string
-	Limit             int
-	Marker            string // port UUID
-	SortKey           string // one of PortSortKeys; "" = insertion order
-	SortDir           string
+	NodeUUID, Address, Name string
+	Limit                   int
+	Marker                  string // port UUID
+	SortKey                 string // one of PortSortKeys; "" = insertion order
+	SortDir                 string
 	// Summary returns ports with only UUID and Address, read from their
 	// columns without decoding documents: the hot path of GET /v1/ports.
 	Summary bool
@@ -190,7 +192,7 @@ var NodeSortKeys = []string{"id", "uuid", "name", "created_at", "updated_at", "p
 	"owner", "fault", "reservation", "provision_updated_at"}
 
 // PortSortKeys are the accepted PortQuery.SortKey values.
-var PortSortKeys = []string{"id", "uuid", "address", "created_at", "updated_at"}
+var PortSortKeys = []string{"id", "uuid", "address", "created_at", "updated_at", "name"}
 
 // Options tunes a Store.
 type Options struct {

@@ -55,6 +55,8 @@ type serveOptions struct {
 	heartbeatInterval     time.Duration
 	deadAfter             time.Duration
 
+	bodyLimits map[string]int64
+
 	bootDir     string
 	bootDirSet  bool // --boot-dir given: its absence is worth a warning
 	bootUnknown string
@@ -95,6 +97,7 @@ func newServeCmd() *cobra.Command {
 	f.DurationVar(&o.agentHeartbeatTimeout, "agent-heartbeat-timeout", time.Minute, "heartbeat_timeout given to agents; a running agent silent this long fails its node")
 	f.DurationVar(&o.heartbeatInterval, "conductor-heartbeat-interval", 5*time.Second, "how often this conductor reports that it is alive")
 	f.DurationVar(&o.deadAfter, "conductor-dead-after", 30*time.Second, "a conductor silent this long is dead: its nodes and reservations move to the others")
+	f.StringToInt64Var(&o.bodyLimits, "body-limit", nil, "largest request body in bytes per route class, e.g. provision=134217728 (classes: "+strings.Join(api.BodyLimitClasses(), ", ")+"; larger bodies get 413)")
 	f.StringVar(&o.bootDir, "boot-dir", "./out", "directory served at /boot/files/: the agent kernel and initramfs (kiln-agent.kernel, kiln-agent.initramfs) and ISOs")
 	f.StringVar(&o.bootUnknown, "boot-unknown", "local", "what a MAC no node has boots from /boot/boot.ipxe: local (its disk) or discovery (the agent)")
 	f.StringVar(&o.bootConsole, "boot-console", "ttyS0,115200n8", "console= argument of the agent kernel")
@@ -130,6 +133,9 @@ func serve(ctx context.Context, o serveOptions) error {
 	slog.SetDefault(log)
 	if o.conductor == "" {
 		return errors.New("--conductor must not be empty")
+	}
+	if err := api.CheckBodyLimits(o.bodyLimits); err != nil {
+		return fmt.Errorf("--body-limit: %w", err)
 	}
 	if o.deadAfter <= 2*o.heartbeatInterval {
 		return fmt.Errorf("--conductor-dead-after (%s) must be more than twice --conductor-heartbeat-interval (%s)", o.deadAfter, o.heartbeatInterval)
@@ -188,7 +194,8 @@ func serve(ctx context.Context, o serveOptions) error {
 		}
 	}()
 	apiServer := api.New(api.Config{Store: wst, Conductor: o.conductor, Logger: log, Notify: cond.Notify,
-		AgentHeartbeatTimeout: o.agentHeartbeatTimeout, Events: bus, AgentLimit: ratelimit.New(o.agentLimit)})
+		AgentHeartbeatTimeout: o.agentHeartbeatTimeout, Events: bus, AgentLimit: ratelimit.New(o.agentLimit),
+		BodyLimits: o.bodyLimits})
 	apiServer.Echo().Use(met.Middleware())
 	if err := mountBoot(apiServer, wst, o, log); err != nil {
 		return err
