@@ -54,6 +54,7 @@ func TestListPlansAreIndexed(t *testing.T) {
 		"fault":           {Fault: "power failure"},
 		"maintenance":     {Maintenance: &yes},
 		"instance_uuid":   {InstanceUUID: "x"},
+		"chassis_uuid":    {ChassisUUID: "x"},
 	}
 	check := func(what, query string, args []any, wantSeek bool) {
 		t.Helper()
@@ -109,6 +110,41 @@ func TestListPlansAreIndexed(t *testing.T) {
 		}
 		check(fmt.Sprintf("ports of a node, marker %q", marker), query, args, true)
 	}
+	for _, r := range resourcePlans(t, st) {
+		check(r.what, r.query, r.args, r.seek)
+	}
+}
+
+// resourcePlan is one list query of a described resource.
+type resourcePlan struct {
+	what, query string
+	args        []any
+	seek        bool // a marker page must start with a seek
+}
+
+// resourcePlans are the list queries of every described resource: each
+// sort key, both directions, with and without a marker.
+func resourcePlans(t *testing.T, st *sqlStore) []resourcePlan {
+	t.Helper()
+	ctx := context.Background()
+	rs := chassisT(t, st)
+	c := &proto.Chassis{UUID: "77777777-2222-4333-8444-555555555555"}
+	if err := rs.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	var out []resourcePlan
+	for _, key := range rs.SortKeys() {
+		for _, dir := range []string{"asc", "desc"} {
+			for _, marker := range []string{"", c.UUID} {
+				query, args, err := st.listQuery(ctx, rs.r.Table, "doc", rs.exprs, nil, nil, key, dir, marker, 100)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, resourcePlan{fmt.Sprintf("%s sort %s %s, marker %q", rs.r.Kind, key, dir, marker), query, args, marker != ""})
+			}
+		}
+	}
+	return out
 }
 
 // TestListPlansAreIndexedPostgres is TestListPlansAreIndexed for
@@ -160,6 +196,7 @@ func TestListPlansAreIndexedPostgres(t *testing.T) {
 	for fname, q := range map[string]NodeQuery{
 		"provision_state": {ProvisionState: "active"}, "driver": {Driver: "ipmi"}, "conductor_group": {ConductorGroup: "r"},
 		"owner": {Owner: "o"}, "resource_class": {ResourceClass: "c"}, "fault": {Fault: "f"}, "maintenance": {Maintenance: &yes},
+		"chassis_uuid": {ChassisUUID: "x"},
 	} {
 		for _, marker := range []string{"", n.UUID} {
 			where, args := nodeWhere(q)
@@ -196,4 +233,7 @@ func TestListPlansAreIndexedPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	explain("ports of a node", query, args)
+	for _, r := range resourcePlans(t, st) {
+		explain(r.what, r.query, r.args)
+	}
 }

@@ -256,6 +256,7 @@ func nodeWhere(q NodeQuery) (where []string, args []any) {
 	for _, f := range []struct{ col, val string }{
 		{"provision_state", q.ProvisionState}, {"driver", q.Driver}, {"conductor_group", q.ConductorGroup},
 		{"resource_class", q.ResourceClass}, {"instance_uuid", q.InstanceUUID}, {"owner", q.Owner}, {"fault", q.Fault},
+		{"chassis_uuid", q.ChassisUUID},
 	} {
 		if f.val != "" {
 			where = append(where, f.col+" = ?")

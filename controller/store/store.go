@@ -155,6 +155,7 @@ type Conductor struct {
 // pointers mean "no filter".
 type NodeQuery struct {
 	ProvisionState, Driver, ConductorGroup, ResourceClass, InstanceUUID, Owner, Fault string
+	ChassisUUID                                                                       string
 	Maintenance                                                                       *bool
 	Associated                                                                        *bool // true: instance_uuid is set
 	Limit                                                                             int   // 0 = no limit
