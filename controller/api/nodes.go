@@ -103,6 +103,11 @@ func (s *Server) listNodesDetail(c echo.Context) error {
 }
 
 func (s *Server) listNodesCommon(c echo.Context, detail bool, path string) error {
+	return s.listNodesOf(c, detail, path, "")
+}
+
+// listNodesOf lists nodes, those of one chassis when chassis is set.
+func (s *Server) listNodesOf(c echo.Context, detail bool, path, chassis string) error {
 	p, err := parseListParams(c, nodeSortable)
 	if err != nil {
 		return err
@@ -118,7 +123,7 @@ func (s *Server) listNodesCommon(c echo.Context, detail bool, path string) error
 		fields = proto.NodeDefaultListFields
 	}
 	q := store.NodeQuery{Limit: p.limit, Marker: p.marker, SortKey: p.sortKey, SortDir: p.sortDir,
-		Summary: fields != nil && isDefaultNodeFields(fields)}
+		Summary: fields != nil && isDefaultNodeFields(fields), ChassisUUID: chassis}
 	for _, f := range []struct {
 		param string
 		minV  int
@@ -131,6 +136,7 @@ func (s *Server) listNodesCommon(c echo.Context, detail bool, path string) error
 		{"instance_uuid", 1, &q.InstanceUUID},
 		{"owner", 50, &q.Owner},
 		{"fault", 42, &q.Fault},
+		{"chassis_uuid", 1, &q.ChassisUUID},
 	} {
 		v := c.QueryParam(f.param)
 		if v == "" {
@@ -204,8 +210,8 @@ func (s *Server) createNode(c echo.Context) error {
 	} else {
 		n.UUID = u.String()
 	}
-	if n.ChassisUUID != nil {
-		return badRequest("Chassis %s could not be found.", *n.ChassisUUID)
+	if err := s.nodeChassis(c.Request().Context(), &n); err != nil {
+		return err
 	}
 	if err := completeNode(&n); err != nil {
 		return err

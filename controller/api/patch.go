@@ -117,6 +117,9 @@ func (s *Server) patchNode(c echo.Context) error {
 		if err := s.resolveParentNode(c.Request().Context(), &updated); err != nil {
 			return err
 		}
+		if err := s.nodeChassis(c.Request().Context(), &updated); err != nil {
+			return err
+		}
 		if updated.Driver != n.Driver {
 			// A new hardware type resets interfaces the client did not name.
 			if err := resetInterfaces(&updated, ops); err != nil {

@@ -62,6 +62,10 @@ type Server struct {
 	conductorWait         time.Duration
 	lockWait              time.Duration
 	bodyLimits            map[string]int64
+	// chassis serves /v1/chassis; chassisErr is why it cannot (a Store
+	// that is not SQL), answered as 503 there.
+	chassis    *resource[proto.Chassis]
+	chassisErr error
 }
 
 // New builds the API with every route mounted. It panics on an invalid
@@ -184,7 +188,13 @@ func (s *Server) routes() {
 	if s.events != nil {
 		e.GET("/v1/events", s.streamEvents)
 	}
-	e.GET("/v1/chassis", s.emptyCollection("chassis"))
+	ch := chassisAPI
+	s.chassis = &ch
+	var chStore *store.Resources[proto.Chassis]
+	chStore, s.chassisErr = store.NewResources(s.store, store.ChassisResource)
+	s.chassis.mount(e, chStore, s.chassisErr)
+	e.GET("/v1/chassis/:id/nodes", s.chassisNodes(false))
+	e.GET("/v1/chassis/:id/nodes/detail", s.chassisNodes(true))
 	e.GET("/v1/allocations", s.emptyCollection("allocations"))
 	e.GET("/v1/portgroups", s.emptyCollection("portgroups"))
 }

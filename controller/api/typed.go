@@ -300,20 +300,19 @@ func sendPort(c echo.Context, status int, p *proto.Port, fields []string) error 
 }
 
 // sendList answers {"next": …, "<key>": [items]} (next only when set; keys
-// in map order) with each item written by item(i).
+// in map order, so next comes after a key that sorts before it, such as
+// "chassis") with each item written by item(i).
 func sendList(c echo.Context, key string, count int, next string, item func(w *objectWriter, i int) error) error {
 	w := getWriter()
 	defer putWriter(w)
 	w.buf.WriteByte('{')
-	if next != "" {
+	writeNext := func() error { return w.value(next) }
+	if next != "" && key > "next" {
 		w.buf.WriteString(`"next":`)
-		if err := w.value(next); err != nil {
+		if err := writeNext(); err != nil {
 			return err
 		}
 		w.buf.WriteByte(',')
-	}
-	if next != "" && key < "next" {
-		panic("sendList: key " + key + " sorts before next")
 	}
 	w.buf.WriteString(`"` + key + `":[`)
 	for i := range count {
@@ -324,6 +323,13 @@ func sendList(c echo.Context, key string, count int, next string, item func(w *o
 			return err
 		}
 	}
-	w.buf.WriteString("]}\n")
+	w.buf.WriteByte(']')
+	if next != "" && key < "next" {
+		w.buf.WriteString(`,"next":`)
+		if err := writeNext(); err != nil {
+			return err
+		}
+	}
+	w.buf.WriteString("}\n")
 	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, w.buf.Bytes())
 }

@@ -1,0 +1,340 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"net/http"
+	"reflect"
+	"slices"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"github.com/kilnhq/kiln/controller/api/jsonpatch"
+	"github.com/kilnhq/kiln/controller/store"
+)
+
+// resource describes one API collection of T, stored by store.Resources,
+// so that the generic handlers below serve its create, list (filters,
+// fields, detail, paging, sorting), get, patch and delete. A new resource is
+// a resource value plus its store.Resource; behaviour beyond the common
+// rules goes into the hooks.
+type resource[T any] struct {
+	kind string // in messages: "Chassis %s could not be found."
+	name string // the collection: URL segment and list key
+	// minVersion gives the microversion that introduced each field; fields
+	// absent from it are as old as the collection.
+	minVersion map[string]int
+	// sinceVersion is the microversion that introduced the collection (0:
+	// always there); older requests get 404, as from Ironic.
+	sinceVersion int
+	listFields   []string // the fields a list shows without detail or fields
+	createFields []string // the keys POST accepts
+	required     []string // keys POST needs
+	patchable    []string // root paths PATCH may change
+	mandatory    []string // root paths PATCH may not remove
+	secret       []string // fields masking rewrites (see mask)
+	filters      map[string]filter
+	// fresh is a new object before the client's fields: the defaults, and
+	// what a removed root field goes back to on PATCH.
+	fresh func() T
+	// validate checks (and normalizes) an object after create's decoding
+	// and after a patch; its error is the answer.
+	validate func(ctx context.Context, v *T) error
+	// keep copies the fields a patch may not change from the stored object
+	// (the store keeps the UUID and created_at already).
+	keep func(from, to *T)
+	// mask returns v with its secrets masked; nil when it has none.
+	mask func(v *T) T
+	// links fills in the link lists of v that the plan shows.
+	links func(c echo.Context, v *T, shown map[string]bool)
+	// inUse is the answer to deleting an object that others refer to.
+	inUse func(ident string) *Error
+
+	store  *store.Resources[T]
+	wire   []wireField
+	known  map[string]bool
+	sorted map[string]bool
+}
+
+// filter is a list query parameter: the store filter it sets, from which
+// microversion, and how its value is checked.
+type filter struct {
+	store      string
+	minVersion int
+	check      func(string) (string, error) // nil: taken as is
+}
+
+// mount completes r for st and routes its collection on e. An error from
+// the store (a Store that is not SQL) leaves the routes answering 503 with
+// it, so that the rest of the API still works.
+func (r *resource[T]) mount(e *echo.Echo, st *store.Resources[T], err error) {
+	r.store = st
+	r.wire = wireFields(reflect.TypeFor[T](), r.minVersion, r.secret)
+	r.known = map[string]bool{}
+	for _, f := range r.wire {
+		r.known[f.name] = true
+	}
+	base := "/v1/" + r.name
+	h := func(f echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if minor(c) < r.sinceVersion {
+				return notFound("The resource could not be found.")
+			}
+			if err != nil {
+				return errorf(http.StatusServiceUnavailable, "%s are not available: %v", r.name, err)
+			}
+			return f(c)
+		}
+	}
+	if st != nil {
+		r.sorted = sortKeys(st.SortKeys())
+	}
+	e.GET(base, h(r.list))
+	e.GET(base+"/", h(r.list))
+	e.GET(base+"/detail", h(r.listDetail))
+	e.POST(base, h(r.create))
+	e.GET(base+"/:id", h(r.get))
+	e.PATCH(base+"/:id", h(r.patch))
+	e.DELETE(base+"/:id", h(r.delete))
+}
+
+// ident reads the object's UUID from the URL: anything else is a 400, as
+// in Ironic.
+func (r *resource[T]) ident(c echo.Context) (string, error) {
+	s := c.Param("id")
+	u, err := uuid.Parse(s)
+	if err != nil || len(s) != 36 {
+		return "", badRequest("Expected a UUID but received %s.", s)
+	}
+	return u.String(), nil
+}
+
+// failed turns a store error into Ironic's answer.
+func (r *resource[T]) failed(err error, ident string) error {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return notFound("%s %s could not be found.", r.kind, ident)
+	case errors.Is(err, store.ErrDuplicateUUID):
+		return conflict("A %s with UUID %s already exists.", r.name, ident)
+	case errors.Is(err, store.ErrInUse) && r.inUse != nil:
+		return r.inUse(ident)
+	}
+	var apiErr *Error
+	if errors.As(err, &apiErr) {
+		return apiErr
+	}
+	return err
+}
+
+// send answers with one object, as the plan shows it.
+func (r *resource[T]) send(c echo.Context, status int, v *T, fields []string) error {
+	w := getWriter()
+	defer putWriter(w)
+	if err := r.write(c, w, v, planFields(r.wire, minor(c), fields)); err != nil {
+		return err
+	}
+	w.buf.WriteByte('\n')
+	return c.Blob(status, echo.MIMEApplicationJSON, w.buf.Bytes())
+}
+
+func (r *resource[T]) write(c echo.Context, w *objectWriter, v *T, p fieldPlan) error {
+	m := *v
+	if p.masked && r.mask != nil {
+		m = r.mask(v)
+	}
+	if r.links != nil {
+		r.links(c, &m, p.shown)
+	}
+	return w.object(&m, p)
+}
+
+func (r *resource[T]) create(c echo.Context) error {
+	obj, err := readJSONObject(c, r.name)
+	if err != nil {
+		return err
+	}
+	if err := checkFields(c, r.name, obj, r.createFields, r.minVersion); err != nil {
+		return err
+	}
+	for _, k := range r.required {
+		if _, ok := obj[k]; !ok {
+			return badRequest("Schema error for %s: '%s' is a required property", r.name, k)
+		}
+	}
+	v := r.fresh()
+	if err := decodeInto(obj, &v, r.name); err != nil {
+		return err
+	}
+	id := r.store.UUID(&v)
+	if *id == "" {
+		*id = uuid.NewString()
+	} else if u, err := uuid.Parse(*id); err != nil {
+		return badRequest("Expected a UUID but received %s.", *id)
+	} else {
+		*id = u.String()
+	}
+	ctx := c.Request().Context()
+	if r.validate != nil {
+		if err := r.validate(ctx, &v); err != nil {
+			return err
+		}
+	}
+	if err := r.store.Create(ctx, &v); err != nil {
+		return r.failed(err, *id)
+	}
+	c.Response().Header().Set("Location", baseURL(c)+"/v1/"+r.name+"/"+*id)
+	return r.send(c, http.StatusCreated, &v, nil)
+}
+
+func (r *resource[T]) get(c echo.Context) error {
+	fields, err := parseFields(c, r.known, r.minVersion)
+	if err != nil {
+		return err
+	}
+	id, err := r.ident(c)
+	if err != nil {
+		return err
+	}
+	v, err := r.store.Get(c.Request().Context(), id)
+	if err != nil {
+		return r.failed(err, id)
+	}
+	return r.send(c, http.StatusOK, v, fields)
+}
+
+func (r *resource[T]) list(c echo.Context) error {
+	detail, err := parseBool(c, "detail")
+	if err != nil {
+		return err
+	}
+	if detail != nil && minor(c) < 43 {
+		return notAcceptable()
+	}
+	return r.listCommon(c, detail != nil && *detail, "/v1/"+r.name)
+}
+
+func (r *resource[T]) listDetail(c echo.Context) error {
+	if c.QueryParam("detail") != "" {
+		return badRequest("Parameter 'detail' is not allowed on /v1/%s/detail", r.name)
+	}
+	return r.listCommon(c, true, "/v1/"+r.name+"/detail")
+}
+
+// listQuery reads the request's filters into a store query.
+func (r *resource[T]) listQuery(c echo.Context) (map[string]string, error) {
+	var out map[string]string
+	for _, param := range slices.Sorted(maps.Keys(r.filters)) {
+		f := r.filters[param]
+		v := c.QueryParam(param)
+		if v == "" {
+			continue
+		}
+		if minor(c) < f.minVersion {
+			return nil, notAcceptable()
+		}
+		if f.check != nil {
+			var err error
+			if v, err = f.check(v); err != nil {
+				return nil, err
+			}
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[f.store] = v
+	}
+	return out, nil
+}
+
+func (r *resource[T]) listCommon(c echo.Context, detail bool, path string) error {
+	p, err := parseListParams(c, r.sorted)
+	if err != nil {
+		return err
+	}
+	fields, err := parseFields(c, r.known, r.minVersion)
+	if err != nil {
+		return err
+	}
+	if fields != nil && detail {
+		return badRequest("Can not specify ?detail=True and fields in the same request.")
+	}
+	if fields == nil && !detail {
+		fields = r.listFields
+	}
+	filters, err := r.listQuery(c)
+	if err != nil {
+		return err
+	}
+	items, err := r.store.List(c.Request().Context(), store.Query{Filters: filters, Limit: p.limit, Marker: p.marker,
+		SortKey: p.sortKey, SortDir: p.sortDir})
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) && p.marker != "" {
+			return badRequest("Marker %s could not be found.", p.marker)
+		}
+		return err
+	}
+	next := ""
+	if len(items) > 0 {
+		last := r.store.UUID(items[len(items)-1])
+		next = nextLink(c, path, p, len(items), *last)
+	}
+	plan := planFields(r.wire, minor(c), fields)
+	return sendList(c, r.name, len(items), next, func(w *objectWriter, i int) error {
+		return r.write(c, w, items[i], plan)
+	})
+}
+
+func (r *resource[T]) patch(c echo.Context) error {
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	ops, err := jsonpatch.ParseOps(body)
+	if err != nil {
+		return badRequest("Invalid patch: %v", err)
+	}
+	if err := checkPatchPaths(c, ops, r.patchable, r.minVersion); err != nil {
+		return err
+	}
+	if err := checkMandatoryRemovals(ops, r.mandatory); err != nil {
+		return err
+	}
+	id, err := r.ident(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	v, err := r.store.Update(ctx, id, func(v *T) error {
+		updated := r.fresh()
+		if err := applyPatch(v, r.fresh(), ops, &updated, r.name); err != nil {
+			return err
+		}
+		if r.keep != nil {
+			r.keep(v, &updated)
+		}
+		if r.validate != nil {
+			if err := r.validate(ctx, &updated); err != nil {
+				return err
+			}
+		}
+		*v = updated
+		return nil
+	})
+	if err != nil {
+		return r.failed(err, id)
+	}
+	return r.send(c, http.StatusOK, v, nil)
+}
+
+func (r *resource[T]) delete(c echo.Context) error {
+	id, err := r.ident(c)
+	if err != nil {
+		return err
+	}
+	if err := r.store.Delete(c.Request().Context(), id); err != nil {
+		return r.failed(err, id)
+	}
+	return c.NoContent(http.StatusNoContent)
+}
