@@ -42,6 +42,10 @@ type watched struct {
 	last map[string]Event
 }
 
+// Unwrap gives the store watched, for store.NewResources (resources other
+// than nodes send no node events).
+func (w *watched) Unwrap() store.Store { return w.Store }
+
 func (w *watched) observe(n *proto.Node, deleted bool) {
 	e := FromNode(n)
 	e.Deleted = deleted

@@ -72,8 +72,22 @@ type Resources[T any] struct {
 	exprs map[string]string
 }
 
-// NewResources serves r from st, which must be a Store that Open returned.
+// Unwrapper is a Store wrapping another (to observe node changes, say):
+// NewResources serves resources from the Store it wraps.
+type Unwrapper interface {
+	Unwrap() Store
+}
+
+// NewResources serves r from st: a Store that Open returned, or a wrapper
+// of one (Unwrapper).
 func NewResources[T any](st Store, r Resource[T]) (*Resources[T], error) {
+	for {
+		w, ok := st.(Unwrapper)
+		if !ok {
+			break
+		}
+		st = w.Unwrap()
+	}
 	s, ok := st.(*sqlStore)
 	if !ok {
 		return nil, fmt.Errorf("resources %s: store %T is not an SQL store", r.Kind, st)

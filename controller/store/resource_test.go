@@ -182,9 +182,29 @@ func TestResourcesList(t *testing.T) {
 	})
 }
 
-// TestResourcesRefuseOtherStores: the generic code needs the SQL store.
-func TestResourcesRefuseOtherStores(t *testing.T) {
+// wrapper is a Store wrapping another, as events.Watch's is.
+type wrapper struct{ Store }
+
+func (w wrapper) Unwrap() Store { return w.Store }
+
+// TestResourcesStores: the generic code needs the SQL store, found through
+// wrappers, and refuses anything else.
+func TestResourcesStores(t *testing.T) {
 	if _, err := NewResources[proto.Chassis](nil, ChassisResource); err == nil {
 		t.Error("NewResources on a nil store succeeded")
+	}
+	if _, err := NewResources[proto.Chassis](wrapper{wrapper{nil}}, ChassisResource); err == nil {
+		t.Error("NewResources on a wrapped nil store succeeded")
+	}
+	st := openT(t, "sqlite://"+t.TempDir()+"/k.db", Options{})
+	rs, err := NewResources(wrapper{wrapper{st}}, ChassisResource)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rs.Create(context.Background(), &proto.Chassis{UUID: "aaaaaaaa-0000-4000-8000-000000000009"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rs.Get(context.Background(), "aaaaaaaa-0000-4000-8000-000000000009"); err != nil {
+		t.Errorf("through two wrappers: %v", err)
 	}
 }
