@@ -147,6 +147,9 @@ func (s *Server) listNodesOf(c echo.Context, detail bool, path, chassis string) 
 		}
 		*f.dst = v
 	}
+	if chassis != "" {
+		q.ChassisUUID = chassis // the URL's chassis, whatever the query says
+	}
 	if err := checkFault(q.Fault); err != nil {
 		return err
 	}

@@ -1,17 +1,21 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/kilnhq/kiln/controller/store"
 	"github.com/kilnhq/kiln/proto"
 )
 
@@ -123,5 +127,68 @@ func TestResourceMountGates(t *testing.T) {
 		if rec.Code != c.code || !strings.Contains(rec.Body.String(), c.msg) {
 			t.Errorf("GET %s at 1.%d: %d %s, want %d with %q", c.path, c.minor, rec.Code, rec.Body, c.code, c.msg)
 		}
+	}
+}
+
+// TestResourceFieldGating mounts a resource whose description field is
+// newer (1.60) than its collection and checks the generic handlers: the
+// field is hidden below 1.60 in every answer, and sending it (create,
+// patch, fields=) below 1.60 is a 406 that changes nothing.
+func TestResourceFieldGating(t *testing.T) {
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "k.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	s := New(Config{Store: st, Conductor: "c1"})
+	r := chassisAPI
+	r.name = "gated"
+	r.minVersion = map[string]int{"description": 60}
+	rs, err := store.NewResources(st, store.ChassisResource)
+	r.mount(s.echo, rs, err)
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	do := func(method, path, version, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		req.Header.Set("X-OpenStack-Ironic-API-Version", version)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, b := do("POST", "/v1/gated", "1.59", `{"description":"x"}`); code != http.StatusNotAcceptable {
+		t.Fatalf("create with a newer field: %d %s", code, b)
+	}
+	code, b := do("POST", "/v1/gated", "1.60", `{"uuid":"1be26c0b-03f2-4d2e-ae87-c02d7f33c123","description":"x"}`)
+	if code != http.StatusCreated || !strings.Contains(b, `"description":"x"`) {
+		t.Fatalf("create at 1.60: %d %s", code, b)
+	}
+	id := "1be26c0b-03f2-4d2e-ae87-c02d7f33c123"
+	for _, c := range []struct {
+		method, path, body string
+		code               int
+	}{
+		{"GET", "/v1/gated/" + id, "", http.StatusOK},
+		{"GET", "/v1/gated", "", http.StatusOK},
+		{"GET", "/v1/gated/detail", "", http.StatusOK},
+		{"GET", "/v1/gated?fields=description", "", http.StatusNotAcceptable},
+		{"PATCH", "/v1/gated/" + id, `[{"op":"replace","path":"/description","value":"y"}]`, http.StatusNotAcceptable},
+		{"PATCH", "/v1/gated/" + id, `[{"op":"add","path":"/extra/k","value":"v"}]`, http.StatusOK},
+	} {
+		code, b := do(c.method, c.path, "1.59", c.body)
+		if code != c.code {
+			t.Errorf("%s %s at 1.59: %d, want %d: %s", c.method, c.path, code, c.code, b)
+		}
+		if strings.Contains(b, "description") && code < 300 {
+			t.Errorf("%s %s at 1.59 shows the newer field: %s", c.method, c.path, b)
+		}
+	}
+	if _, b := do("GET", "/v1/gated/"+id, "1.60", ""); !strings.Contains(b, `"description":"x"`) || !strings.Contains(b, `"k":"v"`) {
+		t.Errorf("at 1.60 after the refused patch: %s", b)
 	}
 }
