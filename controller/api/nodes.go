@@ -76,6 +76,9 @@ func (s *Server) storeError(err error, kind, ident string) error {
 		return conflict("A port with MAC address %s already exists.", ident)
 	case errors.Is(err, store.ErrDuplicatePortName):
 		return conflict("A port with name %s already exists.", ident)
+	case errors.Is(err, store.ErrMissingReference):
+		// Checked before the write; this is a chassis deleted meanwhile.
+		return badRequest("%s %s refers to a chassis that no longer exists.", kind, ident)
 	}
 	var apiErr *Error
 	if errors.As(err, &apiErr) {

@@ -17,6 +17,10 @@ import (
 // the object (a chassis that nodes belong to).
 var ErrInUse = errors.New("still referred to")
 
+// ErrMissingReference: a write refused because the object names another
+// that does not exist (a node's chassis_uuid, deleted since it was checked).
+var ErrMissingReference = errors.New("refers to an object that does not exist")
+
 // Resource describes how one kind of API object is stored, so that
 // Resources serves its create/get/list/update/delete without methods of its
 // own on Store. A table for it has id (the insertion order), uuid (unique),

@@ -75,12 +75,15 @@ func TestResourcesLifecycle(t *testing.T) {
 		}
 
 		n := &proto.Node{UUID: "bbbbbbbb-0000-4000-8000-000000000001", Driver: "fake-hardware", ChassisUUID: strp("aaaaaaaa-0000-4000-8000-00000000dead")}
-		if err := st.CreateNode(ctx, n); err == nil {
-			t.Fatal("a node naming no existing chassis was stored")
+		if err := st.CreateNode(ctx, n); !errors.Is(err, ErrMissingReference) {
+			t.Fatalf("a node naming no existing chassis: %v, want ErrMissingReference", err)
 		}
 		n.ChassisUUID = &c.UUID
 		if err := st.CreateNode(ctx, n); err != nil {
 			t.Fatal(err)
+		}
+		if _, err := st.UpdateNode(ctx, n.UUID, func(n *proto.Node) error { n.ChassisUUID = strp("aaaaaaaa-0000-4000-8000-00000000dead"); return nil }); !errors.Is(err, ErrMissingReference) {
+			t.Errorf("a node moved to no existing chassis: %v, want ErrMissingReference", err)
 		}
 		if err := rs.Delete(ctx, c.UUID); !errors.Is(err, ErrInUse) {
 			t.Errorf("delete of a chassis with a node: %v, want ErrInUse", err)

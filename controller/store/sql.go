@@ -119,6 +119,9 @@ func (s *sqlStore) mapWriteError(err error, what string) error {
 	case strings.HasSuffix(c, "_uuid_key"):
 		return fmt.Errorf("%s: %w", what, ErrDuplicateUUID)
 	}
+	if s.d.foreignKeyViolation(err) {
+		return fmt.Errorf("%s: %w (%v)", what, ErrMissingReference, err)
+	}
 	return fmt.Errorf("%s: %w", what, err)
 }
 
