@@ -3,7 +3,9 @@
 # concurrency 16 with 1,000 fake nodes, on one database, alternating a plain
 # controller (no auth, HTTP) and a guarded one (--htpasswd with a cost-12
 # bcrypt hash, --tls-cert), ROUNDS times each so that machine noise falls on
-# both alike. Prints requests/s per run and the medians.
+# both alike. Prints requests/s and the server's CPU-ms per request (from
+# /proc/<pid>/stat: on a shared machine the steady figure) per run, and the
+# medians of both.
 # Usage: scripts/bench-trust.sh [nodes] [seconds] [rounds]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,21 +44,30 @@ seq "$NODES" | xargs -P 8 -I{} curl -fs -o /dev/null -H 'Content-Type: applicati
   -d '{"driver":"fake-hardware","name":"bench-{}","driver_info":{"ipmi_password":"x"},"properties":{"cpus":8}}' "$url/v1/nodes"
 stop
 
-declare -A runs
+# cputicks PID: user + system clock ticks the process has used.
+cputicks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+declare -A runs cpu
 for r in $(seq "$ROUNDS"); do
   for mode in plain guarded; do
     start $mode
     args=(-H "$hdr")
     [ $mode = guarded ] && args+=(-H "$auth")
     [ "$(curl -ks -o /dev/null -w '%{http_code}' "${args[@]}" "$url/v1/nodes?limit=100")" = 200 ] || { echo "$mode: GET refused"; exit 1; }
+    ticks0=$(cputicks $pid)
     out=$(wrk -t2 -c16 -d"${SECS}s" --latency "${args[@]}" "$url/v1/nodes?limit=100")
+    ticks1=$(cputicks $pid)
+    reqs=$(awk '/requests in/ {print $1}' <<<"$out")
+    cpums=$(awk -v t=$((ticks1 - ticks0)) -v hz="$(getconf CLK_TCK)" -v n="$reqs" 'BEGIN {printf "%.3f", t*1000/hz/n}')
     if grep -q Non-2xx <<<"$out"; then echo "$mode: wrk got errors:"; echo "$out"; exit 1; fi
     rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
-    echo "round $r $mode: $rps req/s, $(awk '/Transfer\/sec/ {print $2}' <<<"$out")/s, p50 $(awk '$1=="50%" {print $2}' <<<"$out"), p99 $(awk '$1=="99%" {print $2}' <<<"$out")"
+    echo "round $r $mode: $rps req/s, $cpums CPU-ms/req, $(awk '/Transfer\/sec/ {print $2}' <<<"$out")/s, p50 $(awk '$1=="50%" {print $2}' <<<"$out"), p99 $(awk '$1=="99%" {print $2}' <<<"$out")"
     runs[$mode]+="$rps "
+    cpu[$mode]+="$cpums "
     stop
   done
 done
 median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 p=$(echo "${runs[plain]}" | median); g=$(echo "${runs[guarded]}" | median)
 echo "median plain $p req/s, auth+TLS $g req/s: cost $(awk -v p="$p" -v g="$g" 'BEGIN {printf "%.1f", (1-g/p)*100}') %"
+pc=$(echo "${cpu[plain]}" | median); gc=$(echo "${cpu[guarded]}" | median)
+echo "median CPU per request: plain $pc ms, auth+TLS $gc ms: cost $(awk -v p="$pc" -v g="$gc" 'BEGIN {printf "%.1f", (g/p-1)*100}') %"

@@ -248,18 +248,7 @@ func (c *Conductor) worker(ctx context.Context) {
 }
 
 // scanLoop looks for owned nodes with work every ScanInterval.
-func (c *Conductor) scanLoop(ctx context.Context) {
-	t := time.NewTicker(c.cfg.ScanInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			c.scan(ctx)
-		}
-	}
-}
+func (c *Conductor) scanLoop(ctx context.Context) { every(ctx, c.cfg.ScanInterval, c.scan) }
 
 // scan queues every owned node that has work: a recorded request, a pending
 // power or boot-device change, an agent heartbeat, or an expired wait.

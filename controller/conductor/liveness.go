@@ -23,7 +23,14 @@ func (c *Conductor) Heartbeats() (ok, failed uint64) {
 // else: no BMC call, node scan or ring refresh shares it, so slow hardware
 // or a long scan can never make peers declare this conductor dead.
 func (c *Conductor) heartbeatLoop(ctx context.Context) {
-	t := time.NewTicker(c.cfg.HeartbeatInterval)
+	every(ctx, c.cfg.HeartbeatInterval, c.heartbeat)
+}
+
+// every calls fn at each tick of interval until ctx ends; a call that
+// overruns delays the next rather than overlapping it. Each periodic job
+// runs in a loop of its own so that none can delay another.
+func every(ctx context.Context, interval time.Duration, fn func(context.Context)) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
@@ -31,7 +38,7 @@ func (c *Conductor) heartbeatLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		c.heartbeat(ctx)
+		fn(ctx)
 	}
 }
 
@@ -54,14 +61,7 @@ func (c *Conductor) heartbeat(ctx context.Context) {
 // peersLoop follows the other conductors: it rebuilds the hash ring from the
 // live ones and frees the reservations of dead ones, every HeartbeatInterval.
 func (c *Conductor) peersLoop(ctx context.Context) {
-	t := time.NewTicker(c.cfg.HeartbeatInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, c.cfg.HeartbeatInterval, func(ctx context.Context) {
 		if err := c.refreshRing(ctx); err != nil && ctx.Err() == nil {
 			c.log.Warn("refresh ring", "err", err)
 		}
@@ -71,5 +71,5 @@ func (c *Conductor) peersLoop(ctx context.Context) {
 				c.Notify(u)
 			}
 		}
-	}
+	})
 }

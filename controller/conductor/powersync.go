@@ -43,16 +43,7 @@ func newPowerSync(c *Conductor) *powerSync {
 // loop runs a round every PowerSyncInterval; a round that overruns delays
 // the next rather than overlapping it.
 func (p *powerSync) loop(ctx context.Context) {
-	t := time.NewTicker(p.c.cfg.PowerSyncInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		p.round(ctx)
-	}
+	every(ctx, p.c.cfg.PowerSyncInterval, func(ctx context.Context) { p.round(ctx) })
 }
 
 // roundResult is what one round did.

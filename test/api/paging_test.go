@@ -100,8 +100,9 @@ func enrollForPaging(t *testing.T, db string, n int) (nodeRows, portRows []paged
 		}
 		nodeRows = append(nodeRows, pagedRow{uuid: node.UUID, id: i, keys: map[string]any{
 			"id": i, "uuid": node.UUID, "name": deref(node.Name), "created_at": micros(node.CreatedAt),
-			"updated_at": micros(node.UpdatedAt), "provision_state": string(node.ProvisionState),
-			"power_state": string(*node.PowerState), "driver": node.Driver, "maintenance": node.Maintenance,
+			"updated_at": micros(node.UpdatedAt), "provision_updated_at": micros(node.ProvisionUpdatedAt),
+			"provision_state": string(node.ProvisionState),
+			"power_state":     string(*node.PowerState), "driver": node.Driver, "maintenance": node.Maintenance,
 			"instance_uuid": deref(node.InstanceUUID), "conductor_group": node.ConductorGroup,
 			"resource_class": deref(node.ResourceClass), "owner": deref(node.Owner), "fault": deref(node.Fault),
 			"reservation": "",

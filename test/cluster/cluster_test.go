@@ -4,8 +4,6 @@
 package cluster_test
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -39,21 +37,11 @@ func startN(t *testing.T, db string, n int) []*kilnproc.Proc {
 
 func call(t testing.TB, base, method, path string, body any) (int, map[string]any) {
 	t.Helper()
-	var buf bytes.Buffer
-	if body != nil {
-		_ = json.NewEncoder(&buf).Encode(body)
-	}
-	req, _ := http.NewRequest(method, base+path, &buf)
-	req.Header.Set("X-OpenStack-Ironic-API-Version", "1.95")
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	code, out, err := kilnproc.CallJSON(http.DefaultClient, base, method, path, body)
 	if err != nil {
 		return 0, map[string]any{"error": err.Error()}
 	}
-	defer resp.Body.Close()
-	var out map[string]any
-	_ = json.NewDecoder(resp.Body).Decode(&out)
-	return resp.StatusCode, out
+	return code, out
 }
 
 // provision retries while the node is locked, as Ironic clients do.

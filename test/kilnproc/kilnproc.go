@@ -6,6 +6,7 @@ package kilnproc
 import (
 	"bytes"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -177,4 +178,30 @@ func RunTests(m *testing.M, bin *string, cleanups ...func()) {
 	}
 	remove()
 	os.Exit(code)
+}
+
+// CallJSON sends body (when not nil) as JSON at microversion 1.95 and
+// decodes the answer's JSON object, as the tests that drive a controller
+// by raw HTTP need; a transport error is returned, not fatal.
+func CallJSON(c *http.Client, base, method, path string, body any) (int, map[string]any, error) {
+	var buf bytes.Buffer
+	if body != nil {
+		if err := json.NewEncoder(&buf).Encode(body); err != nil {
+			return 0, nil, err
+		}
+	}
+	req, err := http.NewRequest(method, base+path, &buf)
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("X-OpenStack-Ironic-API-Version", "1.95")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out, nil
 }

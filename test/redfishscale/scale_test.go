@@ -5,9 +5,7 @@
 package redfishscale
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -27,22 +25,11 @@ var client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, T
 
 func call(tb testing.TB, base, method, path string, body any) (int, map[string]any) {
 	tb.Helper()
-	var r io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		r = strings.NewReader(string(b))
-	}
-	req, _ := http.NewRequest(method, base+path, r)
-	req.Header.Set("X-OpenStack-Ironic-API-Version", "1.95")
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := client.Do(req)
+	code, out, err := kilnproc.CallJSON(client, base, method, path, body)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	defer resp.Body.Close()
-	var out map[string]any
-	_ = json.NewDecoder(resp.Body).Decode(&out)
-	return resp.StatusCode, out
+	return code, out
 }
 
 // parallel runs f for each item, 16 at a time, as a busy operator's tooling would.
