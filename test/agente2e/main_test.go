@@ -20,7 +20,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -197,23 +196,10 @@ func (k *kiln) wait(uuid string, timeout time.Duration, states ...string) map[st
 // The agent process.
 
 type agentProc struct {
-	t    *testing.T
-	cmd  *exec.Cmd
-	mu   sync.Mutex
-	logs bytes.Buffer
+	t   *testing.T
+	cmd *exec.Cmd
+	kilnproc.LogBuffer
 	done chan struct{}
-}
-
-func (a *agentProc) Write(b []byte) (int, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.logs.Write(b)
-}
-
-func (a *agentProc) Logs() string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.logs.String()
 }
 
 // startAgent runs kiln-agent as the machine with BOOTIF mac would, allowed to

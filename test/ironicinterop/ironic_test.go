@@ -23,10 +23,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kilnhq/kiln/test/kilnproc"
 )
 
 // microversion is what the test speaks; Ironic 2023.1 serves up to 1.82.
@@ -332,22 +333,9 @@ func loopDevice(t *testing.T, size int64) string {
 }
 
 type agentProc struct {
-	cmd  *exec.Cmd
-	mu   sync.Mutex
-	logs bytes.Buffer
+	cmd *exec.Cmd
+	kilnproc.LogBuffer
 	done chan struct{}
-}
-
-func (a *agentProc) Write(b []byte) (int, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.logs.Write(b)
-}
-
-func (a *agentProc) Logs() string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.logs.String()
 }
 
 // startAgent boots "the ramdisk": kiln-agent pointed at Ironic, looking up

@@ -50,25 +50,31 @@ func FreeAddr(t testing.TB) string {
 
 // Proc is one running controller.
 type Proc struct {
-	t    testing.TB
-	cmd  *exec.Cmd
-	URL  string
-	mu   sync.Mutex
-	logs bytes.Buffer
+	t   testing.TB
+	cmd *exec.Cmd
+	URL string
+	LogBuffer
 	done chan struct{}
 }
 
-func (p *Proc) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.logs.Write(b)
+// LogBuffer collects a process's output (it is the process's stdout and
+// stderr) for a test to read while the process runs.
+type LogBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *LogBuffer) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(b)
 }
 
 // Logs returns what the process printed so far.
-func (p *Proc) Logs() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.logs.String()
+func (l *LogBuffer) Logs() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }
 
 // Start runs `kiln serve --listen <free port> --db db <extra…>` and waits
