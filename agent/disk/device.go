@@ -2,7 +2,6 @@ package disk
 
 import (
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -55,9 +54,6 @@ type EnumerateOptions struct {
 	// AllowLoop lists loop devices ("/dev/loop3" or "loop3") that are
 	// reported like disks. Other loop devices are skipped.
 	AllowLoop []string
-	// ByPathDir is where udev's by-path links live ("/dev/disk/by-path").
-	// Empty means by_path is not filled in (a u-root ramdisk has no udev).
-	ByPathDir string
 }
 
 // DefaultSysRoot is where sysfs is mounted.
@@ -96,7 +92,7 @@ func Enumerate(sysRoot string, opts EnumerateOptions) ([]Device, error) {
 		if readString(filepath.Join(dir, "hidden")) == "1" {
 			continue
 		}
-		d, err := readDevice(dir, name, kind, opts)
+		d, err := readDevice(dir, name, kind)
 		if err != nil {
 			return nil, fmt.Errorf("enumerate block devices: %w", err)
 		}
@@ -109,10 +105,7 @@ func Enumerate(sysRoot string, opts EnumerateOptions) ([]Device, error) {
 	return out, nil
 }
 
-var (
-	hctlRE    = regexp.MustCompile(`^\d+:\d+:\d+:\d+$`)
-	mmcBootRE = regexp.MustCompile(`^mmcblk\d+(boot\d+|rpmb)$`)
-)
+var mmcBootRE = regexp.MustCompile(`^mmcblk\d+(boot\d+|rpmb)$`)
 
 func classify(name string) Kind {
 	switch {
@@ -134,7 +127,7 @@ func classify(name string) Kind {
 	return KindDisk
 }
 
-func readDevice(dir, name string, kind Kind, opts EnumerateOptions) (Device, error) {
+func readDevice(dir, name string, kind Kind) (Device, error) {
 	sectors, err := strconv.ParseInt(readString(filepath.Join(dir, "size")), 10, 64)
 	if err != nil {
 		return Device{}, fmt.Errorf("read size of %s: %w", name, err)
@@ -149,102 +142,8 @@ func readDevice(dir, name string, kind Kind, opts EnumerateOptions) (Device, err
 		PhysicalSectors: readInt(filepath.Join(dir, "queue/physical_block_size"), 512),
 		Kind:            kind,
 	}
-	dev := filepath.Join(dir, "device")
-	d.Model = readString(filepath.Join(dev, "model"))
-	d.Vendor = readString(filepath.Join(dev, "vendor"))
-	d.Serial = firstNonEmpty(
-		readString(filepath.Join(dev, "serial")),
-		readString(filepath.Join(dir, "serial")),
-		vpdSerial(filepath.Join(dev, "vpd_pg80")),
-	)
-	wwid := firstNonEmpty(readString(filepath.Join(dir, "wwid")), readString(filepath.Join(dev, "wwid")))
-	d.WWN, d.WWNWithExtension, d.WWNVendorExtension = parseWWID(wwid)
-	if target, err := filepath.EvalSymlinks(dev); err == nil && hctlRE.MatchString(filepath.Base(target)) {
-		d.HCTL = filepath.Base(target)
-	}
-	if real, err := filepath.EvalSymlinks(dir); err == nil {
-		d.Tran = transport(name, real)
-	}
-	if opts.ByPathDir != "" {
-		d.ByPath = byPath(opts.ByPathDir, name)
-	}
+	identify(&d, dir, name)
 	return d, nil
-}
-
-// parseWWID turns a sysfs wwid into the udev-style ID_WWN,
-// ID_WWN_WITH_EXTENSION and ID_WWN_VENDOR_EXTENSION values IPA reports:
-// NAA identifiers become "0x…" (a 32-digit NAA 6 splits into the WWN and
-// its vendor extension); EUI-64 and NVMe identifiers are kept as they are;
-// T10 vendor strings are not WWNs.
-func parseWWID(wwid string) (wwn, withExt, vendorExt string) {
-	wwid = strings.ToLower(strings.TrimSpace(wwid))
-	switch {
-	case strings.HasPrefix(wwid, "naa."):
-		hex := strings.TrimPrefix(wwid, "naa.")
-		if len(hex) == 32 {
-			return "0x" + hex[:16], "0x" + hex, "0x" + hex[16:]
-		}
-		return "0x" + hex, "0x" + hex, ""
-	case strings.HasPrefix(wwid, "eui."), strings.HasPrefix(wwid, "nvme."):
-		return wwid, wwid, ""
-	}
-	return "", "", ""
-}
-
-// transport guesses lsblk's TRAN column from where the device sits in the
-// sysfs device tree.
-func transport(name, real string) string {
-	switch {
-	case strings.HasPrefix(name, "nvme"):
-		return "nvme"
-	case strings.Contains(real, "/usb"):
-		return "usb"
-	case strings.Contains(real, "/virtio"):
-		return "virtio"
-	case strings.Contains(real, "/end_device-"), strings.Contains(real, "/sas_"):
-		return "sas"
-	case strings.Contains(real, "/rport-"):
-		return "fc"
-	case strings.Contains(real, "/session"):
-		return "iscsi"
-	case strings.Contains(real, "/ata"):
-		return "sata"
-	case strings.HasPrefix(name, "mmcblk"):
-		return "mmc"
-	}
-	return ""
-}
-
-func byPath(dir, name string) string {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return ""
-	}
-	for _, e := range entries {
-		if e.Type()&fs.ModeSymlink == 0 {
-			continue
-		}
-		link := filepath.Join(dir, e.Name())
-		target, err := os.Readlink(link)
-		if err == nil && filepath.Base(target) == name {
-			return link
-		}
-	}
-	return ""
-}
-
-// vpdSerial reads the unit serial number from a SCSI VPD page 0x80 dump:
-// a 4-byte header, then the serial as ASCII.
-func vpdSerial(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil || len(b) < 4 {
-		return ""
-	}
-	n := int(b[2])<<8 | int(b[3])
-	if 4+n > len(b) {
-		n = len(b) - 4
-	}
-	return strings.TrimSpace(string(b[4 : 4+n]))
 }
 
 func readString(path string) string {

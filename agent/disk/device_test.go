@@ -6,7 +6,7 @@ import (
 )
 
 func TestEnumerateFixture(t *testing.T) {
-	devs, err := Enumerate("testdata/sys", EnumerateOptions{AllowLoop: []string{"/dev/loop0", "loop1"}, ByPathDir: "testdata/by-path"})
+	devs, err := Enumerate("testdata/sys", EnumerateOptions{AllowLoop: []string{"/dev/loop0", "loop1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func TestEnumerateFixture(t *testing.T) {
 		{byName["/dev/sda"].Rotational, true, "sda rotational"},
 		{byName["/dev/sda"].PhysicalSectors, 4096, "sda physical sectors"},
 		{byName["/dev/sda"].LogicalSectors, 512, "sda logical sectors"},
-		{byName["/dev/sda"].ByPath, "testdata/by-path/pci-0000:00:1f.2-ata-1", "sda by_path"},
+		{byName["/dev/sda"].ByPath, "/dev/disk/by-path/pci-0000:00:1f.2-ata-1.0", "sda by_path"},
 		{byName["/dev/sdb"].WWN, "0x600508b1001c3a5e", "sdb wwn"},
 		{byName["/dev/sdb"].WWNVendorExtension, "0x2b5f31ff8b7d1e4a", "sdb wwn_vendor_extension"},
 		{byName["/dev/sdb"].WWNWithExtension, "0x600508b1001c3a5e2b5f31ff8b7d1e4a", "sdb wwn_with_extension"},
@@ -47,7 +47,7 @@ func TestEnumerateFixture(t *testing.T) {
 		{byName["/dev/nvme0n1"].Serial, "S4EWNX0R123456", "nvme serial"},
 		{byName["/dev/nvme0n1"].WWN, "eui.0025388b91b00e41", "nvme wwn"},
 		{byName["/dev/nvme0n1"].Rotational, false, "nvme rotational"},
-		{byName["/dev/nvme0n1"].ByPath, "testdata/by-path/pci-0000:00:03.0-nvme-1", "nvme by_path"},
+		{byName["/dev/nvme0n1"].ByPath, "/dev/disk/by-path/pci-0000:00:03.0-nvme-1", "nvme by_path"},
 		{byName["/dev/nvme0n1"].HCTL, "", "nvme hctl"},
 		{byName["/dev/vda"].Serial, "vda-serial", "vda serial"},
 		{byName["/dev/vda"].Tran, "virtio", "vda tran"},

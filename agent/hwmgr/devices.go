@@ -47,7 +47,7 @@ func (m *Manager) enumerate(loops []string) ([]disk.Device, error) {
 	if m.opts.Devices != nil {
 		return m.opts.Devices()
 	}
-	return disk.Enumerate(m.opts.SysRoot, disk.EnumerateOptions{AllowLoop: loops, ByPathDir: m.opts.ByPathDir})
+	return disk.Enumerate(m.opts.SysRoot, disk.EnumerateOptions{AllowLoop: loops})
 }
 
 // dict returns v as a JSON object, or nil.

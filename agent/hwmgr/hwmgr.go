@@ -18,8 +18,6 @@ import (
 type Options struct {
 	// SysRoot is where sysfs is mounted ("" = /sys).
 	SysRoot string
-	// ByPathDir is udev's by-path directory, "" when there is no udev.
-	ByPathDir string
 	// Devices, when set, replaces disk.Enumerate (tests).
 	Devices func() ([]disk.Device, error)
 	// HTTPClient fetches config drives and inject_files content given as

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 
@@ -53,6 +54,9 @@ func readInterfaces(root string, log *slog.Logger) ([]proto.Interface, error) {
 	sort.Slice(ifaces, func(i, j int) bool { return ifaces[i].Name < ifaces[j].Name })
 	return ifaces, nil
 }
+
+// pciRE matches a PCI function address ("0000:00:1f.2").
+var pciRE = regexp.MustCompile(`^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`)
 
 // nearestPCI returns the PCI address of the device at path or of its closest
 // PCI ancestor (virtio-net sits under a virtioN device under the PCI function).

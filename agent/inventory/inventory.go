@@ -36,6 +36,9 @@ type Options struct {
 	// root ("/").
 	CollectLLDP bool
 	LLDPTimeout time.Duration
+	// AllowLoop lists loop devices reported like disks (labs and tests that
+	// deploy onto loop devices); others are never listed.
+	AllowLoop []string
 	// Logger receives warnings about data that could not be read; nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -63,7 +66,7 @@ func Collect(ctx context.Context, opts Options) (proto.Inventory, error) {
 	if inv.Memory, err = readMemory(ctx, root); err != nil {
 		return inv, fmt.Errorf("collect memory under %s: %w", root, err)
 	}
-	if inv.Disks, err = readDisks(ctx, root, log); err != nil {
+	if inv.Disks, err = readDisks(root, opts.AllowLoop, log); err != nil {
 		return inv, fmt.Errorf("collect disks under %s: %w", root, err)
 	}
 	if inv.Interfaces, err = readInterfaces(root, log); err != nil {

@@ -17,56 +17,8 @@ func mustHex(t testing.TB, s string) []byte {
 	return b
 }
 
-func TestParseVPDDeviceID(t *testing.T) {
-	for _, tc := range []struct {
-		name, page string
-		want       WWN
-		wantErr    bool
-	}{
-		{"naa5", "0083000c 01030008 5002538e40a1b2c3", WWN{WWN: "0x5002538e40a1b2c3", WithExtension: "0x5002538e40a1b2c3"}, false},
-		{"naa6 after a target-port designator", "00830020 61930008 5000c500a1b2c3d5 01030010 6000c500a1b2c3d40000000000001234",
-			WWN{WWN: "0x6000c500a1b2c3d4", WithExtension: "0x6000c500a1b2c3d40000000000001234", VendorExtension: "0x0000000000001234"}, false},
-		{"eui64 only", "0083000c 01020008 0025388b91c3f4a1", WWN{WWN: "0x0025388b91c3f4a1", WithExtension: "0x0025388b91c3f4a1"}, false},
-		{"t10 only", "00830008 02010004 41544120", WWN{}, true},
-		{"truncated designator", "00830010 01030008 5002", WWN{}, true},
-		{"wrong page", "0080000c 01030008 5002538e40a1b2c3", WWN{}, true},
-		{"empty", "", WWN{}, true},
-	} {
-		got, err := ParseVPDDeviceID(mustHex(t, tc.page))
-		if (err != nil) != tc.wantErr || got != tc.want {
-			t.Errorf("%s: got %+v, %v; want %+v, error %v", tc.name, got, err, tc.want, tc.wantErr)
-		}
-	}
-}
 
-func TestParseVPDSerial(t *testing.T) {
-	got, err := ParseVPDSerial(append(mustHex(t, "00800014"), "      S45PNA0M123456"...))
-	if err != nil || got != "S45PNA0M123456" {
-		t.Errorf("got %q, %v", got, err)
-	}
-	got, err = ParseVPDSerial(append(mustHex(t, "00800004"), "AB\x00\x00extra"...))
-	if err != nil || got != "AB" {
-		t.Errorf("length-bounded: got %q, %v", got, err)
-	}
-	if _, err := ParseVPDSerial(mustHex(t, "0083")); err == nil {
-		t.Error("short page accepted")
-	}
-}
 
-func TestWWNFromWWID(t *testing.T) {
-	for in, want := range map[string]WWN{
-		"naa.5002538e40a1b2c3":                 {WWN: "0x5002538e40a1b2c3", WithExtension: "0x5002538e40a1b2c3"},
-		"naa.6000c500a1b2c3d40000000000001234": {WWN: "0x6000c500a1b2c3d4", WithExtension: "0x6000c500a1b2c3d40000000000001234", VendorExtension: "0x0000000000001234"},
-		"eui.002538b911b2c3d4\n":               {WWN: "eui.002538b911b2c3d4", WithExtension: "eui.002538b911b2c3d4"},
-		"t10.ATA     QEMU HARDDISK":            {},
-		"naa.zz":                               {},
-		"":                                     {},
-	} {
-		if got := WWNFromWWID(in); got != want {
-			t.Errorf("WWNFromWWID(%q) = %+v, want %+v", in, got, want)
-		}
-	}
-}
 
 // tlv encodes one LLDP TLV.
 func tlv(typ int, value []byte) []byte {
@@ -164,18 +116,3 @@ func FuzzParseLLDPTLVs(f *testing.F) {
 	})
 }
 
-func FuzzParseVPD(f *testing.F) {
-	f.Add(mustHex(f, "00830020619300085000c500a1b2c3d5010300106000c500a1b2c3d40000000000001234"))
-	f.Add(mustHex(f, "00800014202020202020533435504e41304d313233343536"))
-	f.Add([]byte{0, 0x83, 0xff, 0xff, 1, 3, 0, 200})
-	f.Fuzz(func(t *testing.T, page []byte) {
-		w, err := ParseVPDDeviceID(page)
-		if err == nil && (!strings.HasPrefix(w.WWN, "0x") || !strings.HasPrefix(w.WithExtension, w.WWN)) {
-			t.Fatalf("inconsistent WWN %+v", w)
-		}
-		s, err := ParseVPDSerial(page)
-		if err == nil && len(s) > len(page) {
-			t.Fatalf("serial longer than page")
-		}
-	})
-}

@@ -63,7 +63,7 @@ func main() {
 		WriteImage: hw.WriteImage,
 		Generic:    hw.AddSteps,
 		Inventory: func(ctx context.Context) (any, error) {
-			return inventory.Collect(ctx, inventory.Options{BootIF: cfg.BootIF, CollectLLDP: cfg.CollectLLDP, Logger: log})
+			return inventory.Collect(ctx, inventory.Options{BootIF: cfg.BootIF, CollectLLDP: cfg.CollectLLDP, AllowLoop: safety.Allow, Logger: log})
 		},
 		ListenLLDP: func(ctx context.Context, ifaces []string) (map[string][]proto.LLDPTLV, error) {
 			return inventory.ListenLLDP(ctx, ifaces, 30*time.Second) // IPA's lldp_timeout

@@ -187,7 +187,7 @@ func TestParseHintsErrors(t *testing.T) {
 }
 
 func TestParseHintsFromSysfsFixture(t *testing.T) {
-	devs, err := disk.Enumerate("../testdata/sys", disk.EnumerateOptions{ByPathDir: "../testdata/by-path"})
+	devs, err := disk.Enumerate("../testdata/sys", disk.EnumerateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

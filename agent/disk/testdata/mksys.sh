@@ -45,7 +45,3 @@ dev zram0 virtual 131072 0 0 0 4096 4096
 dev loop0 virtual 131072 0 0 0 512 512
 dev loop1 virtual 0 0 0 0 512 512
 dev dm-0 virtual $((50*G)) 0 0 0 512 512
-mkdir -p testdata/by-path
-ln -sfn ../../sda testdata/by-path/pci-0000:00:1f.2-ata-1
-ln -sfn ../../sda1 testdata/by-path/pci-0000:00:1f.2-ata-1-part1
-ln -sfn ../../nvme0n1 testdata/by-path/pci-0000:00:03.0-nvme-1
