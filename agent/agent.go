@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -34,7 +33,7 @@ type Deps struct {
 	// poll.get_hardware_info and inspection.
 	Inventory func(ctx context.Context) (any, error)
 	// WriteImage writes an image (standby.prepare_image, deploy step write_image).
-	WriteImage func(ctx context.Context, req ImageRequest) (ImageResult, error)
+	WriteImage func(ctx context.Context, req steps.ImageRequest) (steps.ImageResult, error)
 	// InstallBootloader is image.install_bootloader.
 	InstallBootloader func(ctx context.Context, p proto.InstallBootloaderParams, safety steps.Safety) error
 	// PartitionUUIDs answers standby.get_partition_uuids; when nil the UUIDs
@@ -74,27 +73,6 @@ type Deps struct {
 	HTTPClient *http.Client
 	// Rand seeds the jitter (tests pin it).
 	Rand *rand.Rand
-}
-
-// ImageRequest is what an image writer is asked to do.
-type ImageRequest struct {
-	Info proto.ImageInfo
-	// Configdrive is the configdrive param as sent (string or dict), or nil.
-	Configdrive json.RawMessage
-	Node        steps.Node
-	Safety      steps.Safety
-	// Progress publishes bytes written so far in the command result.
-	Progress func(proto.CommandProgress)
-	Log      *slog.Logger
-	// Lookup is the "config" of the controller's lookup answer (md5 policy,
-	// permitted image formats, …); zero before a lookup.
-	Lookup proto.LookupConfig
-}
-
-// ImageResult is what an image writer reports.
-type ImageResult struct {
-	Device         string
-	PartitionUUIDs proto.PartitionUUIDs
 }
 
 // PowerAction is what Deps.Power is asked to do.

@@ -189,15 +189,15 @@ func TestAPIAuthAndErrors(t *testing.T) {
 // blockingWriter is an image writer that reports progress and waits for release.
 type blockingWriter struct {
 	started, release chan struct{}
-	got              ImageRequest
+	got              steps.ImageRequest
 }
 
-func (w *blockingWriter) write(ctx context.Context, req ImageRequest) (ImageResult, error) {
+func (w *blockingWriter) write(ctx context.Context, req steps.ImageRequest) (steps.ImageResult, error) {
 	w.got = req
 	req.Progress(proto.CommandProgress{BytesDone: 512, BytesTotal: 2048, Stage: "write"})
 	close(w.started)
 	<-w.release
-	return ImageResult{Device: "/dev/loop7", PartitionUUIDs: proto.PartitionUUIDs{RootUUID: "root-uuid"}}, nil
+	return steps.ImageResult{Device: "/dev/loop7", PartitionUUIDs: proto.PartitionUUIDs{RootUUID: "root-uuid"}}, nil
 }
 
 func TestAPIPrepareImageBusyProgressWait(t *testing.T) {
@@ -358,12 +358,12 @@ func TestAPISteps(t *testing.T) {
 	failing.Add(proto.Step{Step: "fail", Interface: "deploy"}, func(context.Context, steps.Call) (any, error) {
 		return nil, errors.New("the disk said no")
 	}, proto.StepClean)
-	var wrote ImageRequest
+	var wrote steps.ImageRequest
 	e := newAPIEnv(t, func(_ *Config, d *Deps) {
 		d.Managers = []steps.Manager{quickStep(gate), panicky, failing}
-		d.WriteImage = func(_ context.Context, req ImageRequest) (ImageResult, error) {
+		d.WriteImage = func(_ context.Context, req steps.ImageRequest) (steps.ImageResult, error) {
 			wrote = req
-			return ImageResult{Device: "/dev/vda"}, nil
+			return steps.ImageResult{Device: "/dev/vda"}, nil
 		}
 	})
 	close(gate)

@@ -133,17 +133,17 @@ func (a *Agent) prepareImage(p json.RawMessage) (runFunc, error) {
 	}, nil
 }
 
-func (a *Agent) writeImage(ctx context.Context, info proto.ImageInfo, cd json.RawMessage, node steps.Node, progress func(proto.CommandProgress)) (ImageResult, error) {
+func (a *Agent) writeImage(ctx context.Context, info proto.ImageInfo, cd json.RawMessage, node steps.Node, progress func(proto.CommandProgress)) (steps.ImageResult, error) {
 	if a.deps.WriteImage == nil {
-		return ImageResult{}, notAvailable("image writing")
+		return steps.ImageResult{}, notAvailable("image writing")
 	}
 	a.mu.Lock()
 	lc := a.lookupCfg
 	a.mu.Unlock()
-	res, err := a.deps.WriteImage(ctx, ImageRequest{Info: info, Configdrive: cd, Node: node, Safety: a.safety,
+	res, err := a.deps.WriteImage(ctx, steps.ImageRequest{Info: info, Configdrive: cd, Node: node, Safety: a.safety,
 		Progress: progress, Log: a.log.With("image", info.ID), Lookup: lc})
 	if err != nil {
-		return ImageResult{}, fmt.Errorf("write image %s: %w", info.ID, err)
+		return steps.ImageResult{}, fmt.Errorf("write image %s: %w", info.ID, err)
 	}
 	a.mu.Lock()
 	u := res.PartitionUUIDs

@@ -185,8 +185,7 @@ func (m *Manager) installNative(ctx context.Context, call steps.Call, dev string
 	log.Info("CoreOS image written", "device", dev, "format", res.Format, "size", res.Size,
 		"checksum", res.Checksum.String(), "duration", res.Duration)
 
-	guard := disk.Guard{InRamdisk: call.Safety.InRamdisk, Allow: call.Safety.Allow}
-	if moved, err := disk.FixBackupGPT(ctx, guard, dev); err != nil {
+	if moved, err := disk.FixBackupGPT(ctx, call.Safety, dev); err != nil {
 		log.Warn("backup GPT not moved to the end of the disk; CoreOS fixes it on first boot", "device", dev, "err", err)
 	} else if moved {
 		log.Info("backup GPT moved to the end of the disk", "device", dev)

@@ -97,11 +97,13 @@ func TestEnumerateRealSysfs(t *testing.T) {
 
 func TestGuard(t *testing.T) {
 	g := Guard{Allow: []string{"/dev/loop3"}}
-	if err := g.Check("/dev/loop3"); err != nil {
-		t.Errorf("allowlisted device refused: %v", err)
+	for _, dev := range []string{"/dev/loop3", "/dev/../dev/loop3"} {
+		if err := g.Check(dev); err != nil {
+			t.Errorf("allowlisted device %s refused: %v", dev, err)
+		}
 	}
 	err := g.Check("/dev/sda")
-	if err == nil || !strings.Contains(err.Error(), "/dev/sda") || !strings.Contains(err.Error(), "allowlist") {
+	if err == nil || !strings.Contains(err.Error(), "/dev/sda") || !strings.Contains(err.Error(), "--allow-device") {
 		t.Errorf("non-allowlisted device: err = %v", err)
 	}
 	if err := (Guard{InRamdisk: true}).Check("/dev/sda"); err != nil {

@@ -30,7 +30,7 @@ func (g Guard) Check(dev string) error {
 	if slices.ContainsFunc(g.Allow, func(a string) bool { return canonical(a) == want }) {
 		return nil
 	}
-	return fmt.Errorf("refusing to modify %s: not running in the agent ramdisk and the device is not in the allowlist %q", dev, g.Allow)
+	return fmt.Errorf("refusing to modify %s: not running in the agent ramdisk and the device is not allowed (kiln-agent --allow-device) %q", dev, g.Allow)
 }
 
 func canonical(p string) string {

@@ -10,11 +10,6 @@ import (
 	"github.com/kilnhq/kiln/agent/steps"
 )
 
-// guard turns the runtime's Safety into the disk packages' Guard.
-func guard(s steps.Safety) disk.Guard {
-	return disk.Guard{Allow: append([]string(nil), s.Allow...), InRamdisk: s.InRamdisk}
-}
-
 // candidates lists the whole disks steps may consider: every disk inside the
 // ramdisk; outside it only the allowlisted ones (loop devices included when
 // allowlisted). Devices named in skip are left out.

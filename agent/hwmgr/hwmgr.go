@@ -117,7 +117,7 @@ func (m *Manager) Erase(ctx context.Context, name string, node steps.Node, s ste
 	if len(devs) == 0 {
 		return nil, fmt.Errorf("%s: no disk to erase (allowed outside a ramdisk: %v)", name, s.Allow)
 	}
-	e := &erase.Eraser{Guard: guard(s), Log: m.log}
+	e := &erase.Eraser{Guard: s, Log: m.log}
 	out := []EraseResult{}
 	var total int64
 	for _, d := range devs {

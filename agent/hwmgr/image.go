@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"net/url"
 
-	"github.com/kilnhq/kiln/agent"
 	"github.com/kilnhq/kiln/agent/disk"
 	"github.com/kilnhq/kiln/agent/image"
+	"github.com/kilnhq/kiln/agent/steps"
 	"github.com/kilnhq/kiln/proto"
 )
 
@@ -29,32 +29,32 @@ func ChecksumOf(info proto.ImageInfo, allowMD5 bool) (image.Checksum, error) {
 // WriteImage is the runtime's Deps.WriteImage (deploy step write_image and
 // standby.prepare_image): the image onto the root device, then the GPT fixed
 // and the partitions re-read, then the config drive.
-func (m *Manager) WriteImage(ctx context.Context, req agent.ImageRequest) (agent.ImageResult, error) {
+func (m *Manager) WriteImage(ctx context.Context, req steps.ImageRequest) (steps.ImageResult, error) {
 	info := req.Info
 	log := req.Log
 	if log == nil {
 		log = m.log
 	}
 	if len(info.URLs) == 0 {
-		return agent.ImageResult{}, fmt.Errorf("image_info of %s has no urls", info.ID)
+		return steps.ImageResult{}, fmt.Errorf("image_info of %s has no urls", info.ID)
 	}
 	allowMD5 := req.Lookup.AgentMD5ChecksumEnable
 	sum, err := ChecksumOf(info, allowMD5)
 	if err != nil {
-		return agent.ImageResult{}, err
+		return steps.ImageResult{}, err
 	}
 	// The config drive is fetched and decoded before the disk is touched so
 	// that a bad one fails the deploy with the disk as it was.
 	cd, err := m.ConfigDrive(ctx, req.Configdrive)
 	if err != nil {
-		return agent.ImageResult{}, err
+		return steps.ImageResult{}, err
 	}
 	dev, err := m.RootDevice(req.Node, info.RootDevice, req.Safety)
 	if err != nil {
-		return agent.ImageResult{}, err
+		return steps.ImageResult{}, err
 	}
 	if err := req.Safety.Check(dev.Name); err != nil {
-		return agent.ImageResult{}, err
+		return steps.ImageResult{}, err
 	}
 	if info.ImageType == "partition" {
 		return m.writePartitionImage(ctx, req, sum, cd, dev.Name, dev.Size)
@@ -77,28 +77,28 @@ func (m *Manager) WriteImage(ctx context.Context, req agent.ImageRequest) (agent
 	if err != nil {
 		// image.Write names the cause (checksum, truncated stream, qcow2
 		// cluster) and whether it zeroed the ends of the disk.
-		return agent.ImageResult{}, err
+		return steps.ImageResult{}, err
 	}
 	log.Info("image written", "device", dev.Name, "format", res.Format, "size", res.Size, "written", res.Written,
 		"zeroed", res.Zeroed, "took", res.Duration)
 	m.mu.Lock()
 	m.written = writtenImage{Device: dev.Name}
 	m.mu.Unlock()
-	g := guard(req.Safety)
+	g := req.Safety
 	report(proto.CommandProgress{BytesDone: res.Size, BytesTotal: res.Size, Stage: "partitions"})
 	uuids, err := disk.AfterWriteImage(ctx, g, dev.Name)
 	if err != nil {
-		return agent.ImageResult{}, fmt.Errorf("after writing image %s to %s: %w", info.ID, dev.Name, err)
+		return steps.ImageResult{}, fmt.Errorf("after writing image %s to %s: %w", info.ID, dev.Name, err)
 	}
 	if cd != nil {
 		report(proto.CommandProgress{BytesDone: res.Size, BytesTotal: res.Size, Stage: "configdrive"})
 		p, err := disk.WriteConfigDrive(ctx, g, dev.Name, bytes.NewReader(cd), int64(len(cd)))
 		if err != nil {
-			return agent.ImageResult{}, fmt.Errorf("write the config drive to %s: %w", dev.Name, err)
+			return steps.ImageResult{}, fmt.Errorf("write the config drive to %s: %w", dev.Name, err)
 		}
 		log.Info("config drive written", "device", dev.Name, "partition", p.Number, "bytes", len(cd))
 	}
-	return agent.ImageResult{Device: dev.Name, PartitionUUIDs: proto.PartitionUUIDs{
+	return steps.ImageResult{Device: dev.Name, PartitionUUIDs: proto.PartitionUUIDs{
 		RootUUID: uuids.Root, EFISystemPartUUID: uuids.EFI}}, nil
 }
 

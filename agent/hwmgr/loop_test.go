@@ -17,7 +17,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kilnhq/kiln/agent"
 	"github.com/kilnhq/kiln/agent/disk"
 	"github.com/kilnhq/kiln/agent/steps"
 	"github.com/kilnhq/kiln/internal/testtool"
@@ -109,8 +108,8 @@ func serve(t *testing.T, files map[string]string) string {
 	return srv.URL
 }
 
-func writeReq(url, sum, dev string, cd json.RawMessage) agent.ImageRequest {
-	return agent.ImageRequest{
+func writeReq(url, sum, dev string, cd json.RawMessage) steps.ImageRequest {
+	return steps.ImageRequest{
 		Info: proto.ImageInfo{ID: "image", URLs: []string{url}, OSHashAlgo: "sha256", OSHashValue: sum,
 			RootDevice: map[string]any{"name": dev}},
 		Configdrive: cd,

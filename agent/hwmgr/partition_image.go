@@ -12,10 +12,10 @@ import (
 
 	"github.com/diskfs/go-diskfs/backend/file"
 	"github.com/diskfs/go-diskfs/filesystem/fat32"
-	"github.com/kilnhq/kiln/agent"
 	"github.com/kilnhq/kiln/agent/disk"
 	"github.com/kilnhq/kiln/agent/disk/erase"
 	"github.com/kilnhq/kiln/agent/image"
+	"github.com/kilnhq/kiln/agent/steps"
 	"github.com/kilnhq/kiln/proto"
 )
 
@@ -30,17 +30,17 @@ const espLabel = "efi-part"
 // drive written into its partition. It reports the root filesystem's UUID
 // (else its PARTUUID) and the ESP's PARTUUID, and remembers the disk for
 // install_bootloader, which installs the image's boot loader.
-func (m *Manager) writePartitionImage(ctx context.Context, req agent.ImageRequest, sum image.Checksum, cd []byte, dev string, devSize int64) (agent.ImageResult, error) {
+func (m *Manager) writePartitionImage(ctx context.Context, req steps.ImageRequest, sum image.Checksum, cd []byte, dev string, devSize int64) (steps.ImageResult, error) {
 	info := req.Info
 	log := req.Log
 	if log == nil {
 		log = m.log
 	}
 	if info.PreserveEphemeral {
-		return agent.ImageResult{}, fmt.Errorf("preserve_ephemeral is not supported by kiln-agent: the disk would be repartitioned")
+		return steps.ImageResult{}, fmt.Errorf("preserve_ephemeral is not supported by kiln-agent: the disk would be repartitioned")
 	}
 	if info.RootMB <= 0 {
-		return agent.ImageResult{}, fmt.Errorf("image_info of %s: a partition image needs root_mb", info.ID)
+		return steps.ImageResult{}, fmt.Errorf("image_info of %s: a partition image needs root_mb", info.ID)
 	}
 	var cdMB int64
 	if cd != nil {
@@ -48,7 +48,7 @@ func (m *Manager) writePartitionImage(ctx context.Context, req agent.ImageReques
 	}
 	l, err := disk.LayoutFor(info.DeployBootMode, info.BootOption, info.DiskLabel, int64(info.RootMB), int64(info.SwapMB), int64(info.EphemeralMB), cdMB)
 	if err != nil {
-		return agent.ImageResult{}, fmt.Errorf("image_info of %s: %w", info.ID, err)
+		return steps.ImageResult{}, fmt.Errorf("image_info of %s: %w", info.ID, err)
 	}
 	mkfsEph := ""
 	if l.EphemeralMB > 0 {
@@ -57,23 +57,23 @@ func (m *Manager) writePartitionImage(ctx context.Context, req agent.ImageReques
 			f = "ext4"
 		}
 		if strings.ContainsAny(f, "/ ") {
-			return agent.ImageResult{}, fmt.Errorf("ephemeral_format %q is not a filesystem type", f)
+			return steps.ImageResult{}, fmt.Errorf("ephemeral_format %q is not a filesystem type", f)
 		}
 		if mkfsEph, err = exec.LookPath("mkfs." + f); err != nil {
-			return agent.ImageResult{}, fmt.Errorf("ephemeral_format %s: mkfs.%s is not in this ramdisk: %w", f, f, err)
+			return steps.ImageResult{}, fmt.Errorf("ephemeral_format %s: mkfs.%s is not in this ramdisk: %w", f, f, err)
 		}
 	}
 	// Refuse a layout that cannot fit before anything is erased.
 	if need := (l.ESPMB + l.BIOSBootMB + l.EphemeralMB + l.SwapMB + l.ConfigDriveMB + l.RootMB + 2) << 20; need > devSize {
-		return agent.ImageResult{}, fmt.Errorf("image_info of %s: the partitions need %d MiB but %s holds %d MiB", info.ID, need>>20, dev, devSize>>20)
+		return steps.ImageResult{}, fmt.Errorf("image_info of %s: the partitions need %d MiB but %s holds %d MiB", info.ID, need>>20, dev, devSize>>20)
 	}
-	g := guard(req.Safety)
+	g := req.Safety
 	if _, err := (&erase.Eraser{Guard: g, Log: log}).Metadata(ctx, dev); err != nil {
-		return agent.ImageResult{}, fmt.Errorf("partition image: %w", err)
+		return steps.ImageResult{}, fmt.Errorf("partition image: %w", err)
 	}
 	made, err := disk.MakePartitions(ctx, g, dev, l)
 	if err != nil {
-		return agent.ImageResult{}, err
+		return steps.ImageResult{}, err
 	}
 	m.mu.Lock()
 	m.written = writtenImage{Device: dev, Partition: true}
@@ -92,7 +92,7 @@ func (m *Manager) writePartitionImage(ctx context.Context, req agent.ImageReques
 	}
 	rootNode, err := node(made.Root)
 	if err != nil {
-		return agent.ImageResult{}, err
+		return steps.ImageResult{}, err
 	}
 	report := func(p proto.CommandProgress) {
 		if req.Progress != nil {
@@ -110,7 +110,7 @@ func (m *Manager) writePartitionImage(ctx context.Context, req agent.ImageReques
 	log.Info("writing partition image", "url", info.URLs[0], "device", dev, "root", rootNode, "layout", fmt.Sprintf("%+v", l))
 	res, err := image.Write(ctx, ireq)
 	if err != nil {
-		return agent.ImageResult{}, err
+		return steps.ImageResult{}, err
 	}
 	log.Info("image written", "partition", rootNode, "format", res.Format, "size", res.Size, "took", res.Duration)
 	if made.Swap.Number != 0 {
@@ -122,13 +122,13 @@ func (m *Manager) writePartitionImage(ctx context.Context, req agent.ImageReques
 			err = disk.MakeSwap(pg, n, "swap1")
 		}
 		if err != nil {
-			return agent.ImageResult{}, fmt.Errorf("partition image: swap: %w", err)
+			return steps.ImageResult{}, fmt.Errorf("partition image: swap: %w", err)
 		}
 	}
 	if made.Ephemeral.Number != 0 {
 		n, err := node(made.Ephemeral)
 		if err != nil {
-			return agent.ImageResult{}, err
+			return steps.ImageResult{}, err
 		}
 		args := []string{"-L", "ephemeral0", n}
 		if strings.HasSuffix(mkfsEph, "mkfs.ext4") || strings.HasSuffix(mkfsEph, "mkfs.ext3") || strings.HasSuffix(mkfsEph, "mkfs.xfs") {
@@ -138,7 +138,7 @@ func (m *Manager) writePartitionImage(ctx context.Context, req agent.ImageReques
 			}
 		}
 		if out, err := exec.CommandContext(ctx, mkfsEph, args...).CombinedOutput(); err != nil {
-			return agent.ImageResult{}, fmt.Errorf("partition image: format the ephemeral partition: %s: %w: %s", mkfsEph, err, bytes.TrimSpace(out))
+			return steps.ImageResult{}, fmt.Errorf("partition image: format the ephemeral partition: %s: %w: %s", mkfsEph, err, bytes.TrimSpace(out))
 		}
 	}
 	if made.ESP.Number != 0 {
@@ -147,7 +147,7 @@ func (m *Manager) writePartitionImage(ctx context.Context, req agent.ImageReques
 			err = formatESP(n, made.ESP.Size)
 		}
 		if err != nil {
-			return agent.ImageResult{}, fmt.Errorf("partition image: ESP: %w", err)
+			return steps.ImageResult{}, fmt.Errorf("partition image: ESP: %w", err)
 		}
 	}
 	if cd != nil {
@@ -156,7 +156,7 @@ func (m *Manager) writePartitionImage(ctx context.Context, req agent.ImageReques
 			err = writeWhole(n, cd)
 		}
 		if err != nil {
-			return agent.ImageResult{}, fmt.Errorf("partition image: config drive: %w", err)
+			return steps.ImageResult{}, fmt.Errorf("partition image: config drive: %w", err)
 		}
 		log.Info("config drive written", "partition", n, "bytes", len(cd))
 	}
@@ -167,7 +167,7 @@ func (m *Manager) writePartitionImage(ctx context.Context, req agent.ImageReques
 		}
 		f.Close()
 	}
-	return agent.ImageResult{Device: dev, PartitionUUIDs: proto.PartitionUUIDs{RootUUID: rootUUID, EFISystemPartUUID: made.ESP.UUID}}, nil
+	return steps.ImageResult{Device: dev, PartitionUUIDs: proto.PartitionUUIDs{RootUUID: rootUUID, EFISystemPartUUID: made.ESP.UUID}}, nil
 }
 
 // formatESP makes a FAT32 filesystem on the ESP partition node.

@@ -17,9 +17,6 @@ func mustHex(t testing.TB, s string) []byte {
 	return b
 }
 
-
-
-
 // tlv encodes one LLDP TLV.
 func tlv(typ int, value []byte) []byte {
 	h := uint16(typ)<<9 | uint16(len(value))
@@ -115,4 +112,3 @@ func FuzzParseLLDPTLVs(f *testing.F) {
 		}
 	})
 }
-

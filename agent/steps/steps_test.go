@@ -155,18 +155,3 @@ func TestFuncManager(t *testing.T) {
 	m.Add(st("erase_devices_metadata", 1), nil, proto.StepClean)
 }
 
-func TestSafety(t *testing.T) {
-	if err := (Safety{InRamdisk: true}).Check("/dev/sda"); err != nil {
-		t.Fatal(err)
-	}
-	s := Safety{Allow: []string{"/dev/loop3"}}
-	if err := s.Check("/dev/loop3"); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Check("/dev/../dev/loop3"); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Check("/dev/sda"); err == nil || !strings.Contains(err.Error(), "not running in a ramdisk") {
-		t.Fatalf("sda allowed: %v", err)
-	}
-}
