@@ -65,12 +65,12 @@ func segment(t *testing.T, log string, n int) string {
 	return parts[n]
 }
 
-// waitFor polls cond. The timeout is a safety net against a hang, not a
-// measurement: TCG QEMU on a 2-core machine at load 30-40 took minutes for
-// what takes seconds on an idle one, so it is stretched by qemuPatience.
 // qemuPatience stretches every QEMU wait (see waitFor).
 const qemuPatience = 10
 
+// waitFor polls cond. The timeout is a safety net against a hang, not a
+// measurement: TCG QEMU on a 2-core machine at load 30-40 took minutes for
+// what takes seconds on an idle one, so it is stretched by qemuPatience.
 func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
 	t.Helper()
 	timeout *= qemuPatience
