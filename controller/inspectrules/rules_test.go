@@ -306,3 +306,26 @@ func FuzzParseAndApply(f *testing.F) {
 		}
 	})
 }
+
+func TestCopySettableAndDriverChanges(t *testing.T) {
+	src, dst := newNode(), newNode()
+	src.Driver, src.PowerInterface, src.Name = "ipmi", "ipmitool", ptr("n1")
+	src.DriverInfo["ipmi_address"] = "10.0.0.1"
+	src.Traits = []string{"CUSTOM_A"}
+	src.ProvisionState = proto.StateActive // not something rules may change
+	dst.Properties["cpus"] = 4
+	CopySettable(dst, src)
+	if dst.Driver != "ipmi" || dst.PowerInterface != "ipmitool" || *dst.Name != "n1" || dst.DriverInfo["ipmi_address"] != "10.0.0.1" ||
+		!reflect.DeepEqual(dst.Traits, []string{"CUSTOM_A"}) || dst.Properties["cpus"] != nil {
+		t.Errorf("settable fields not copied: %+v", dst)
+	}
+	if dst.ProvisionState != proto.StateEnroll {
+		t.Errorf("provision_state copied: %s", dst.ProvisionState)
+	}
+	if got := DriverChanges(newNode(), src); !reflect.DeepEqual(got, []string{"driver", "power_interface"}) {
+		t.Errorf("DriverChanges = %v", got)
+	}
+	if got := DriverChanges(src, src); got != nil {
+		t.Errorf("DriverChanges of a node with itself = %v", got)
+	}
+}
