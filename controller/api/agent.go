@@ -225,6 +225,9 @@ func (s *Server) continueInspection(c echo.Context) error {
 			}
 		}
 	}
+	if n == nil && s.discovery != nil && c.QueryParam("node_uuid") == "" {
+		return s.enrollDiscovered(c, inv, req)
+	}
 	if n == nil {
 		return notFound("No node matches the inspection data (node_uuid or the MACs of its interfaces)")
 	}

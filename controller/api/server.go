@@ -47,6 +47,9 @@ type Config struct {
 	LockWait time.Duration
 	// BodyLimits overrides DefaultBodyLimits, per route class.
 	BodyLimits map[string]int64
+	// Discovery, when set, enrolls machines whose inspection data matches
+	// no node (see discovery.go); nil answers 404 as before.
+	Discovery *Discovery
 }
 
 // Server is the /v1 API. It is an http.Handler.
@@ -66,6 +69,7 @@ type Server struct {
 	// that is not SQL), answered as 503 there.
 	chassis    *resource[proto.Chassis]
 	chassisErr error
+	discovery  *Discovery
 }
 
 // New builds the API with every route mounted. It panics on an invalid
@@ -84,7 +88,7 @@ func New(cfg Config) *Server {
 		cfg.LockWait = DefaultLockWait
 	}
 	s := &Server{store: cfg.Store, conductor: cfg.Conductor, log: cfg.Logger, notifier: cfg.Notify, agentHeartbeatTimeout: cfg.AgentHeartbeatTimeout, events: cfg.Events,
-		conductorWait: cfg.ConductorWait, lockWait: cfg.LockWait}
+		conductorWait: cfg.ConductorWait, lockWait: cfg.LockWait, discovery: cfg.Discovery}
 	s.agentLimit = agentLimiter(cfg.AgentLimit)
 	limits, err := bodyLimits(cfg.BodyLimits)
 	if err != nil {

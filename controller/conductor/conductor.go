@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kilnhq/kiln/controller/inspectrules"
 	"github.com/kilnhq/kiln/controller/store"
 	"github.com/kilnhq/kiln/proto"
 )
@@ -54,6 +55,9 @@ type Config struct {
 	// AgentHeartbeatTimeout is handed to agents (lookup's heartbeat_timeout);
 	// an agent heartbeats every 0.3–0.6 of it [60s].
 	AgentHeartbeatTimeout time.Duration
+	// InspectionRules run on every node whose in-band inspection finishes
+	// (see inspectionrules.go); nil: none.
+	InspectionRules *inspectrules.Set
 }
 
 func (c *Config) defaults() {

@@ -207,6 +207,10 @@ func (f *flow) finishInspection(ctx context.Context) error {
 	if err != nil {
 		return f.fail(ctx, fmt.Sprintf("Inspection of node %s: %v", n.UUID, err))
 	}
+	ruled, err := f.applyInspectionRules(ctx, props, raw, plugin)
+	if err != nil {
+		return f.fail(ctx, fmt.Sprintf("Inspection of node %s: %v", n.UUID, err))
+	}
 	if err := f.createPorts(ctx, macs, pxe); err != nil {
 		return f.fail(ctx, err.Error())
 	}
@@ -221,6 +225,7 @@ func (f *flow) finishInspection(ctx context.Context) error {
 		for k, v := range props {
 			n.Properties[k] = v
 		}
+		ruled.copyTo(n)
 		n.InspectionFinishedAt = proto.Now()
 		clearFlow(n)
 		forgetAgent(n)

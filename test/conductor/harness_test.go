@@ -22,6 +22,7 @@ import (
 	"github.com/kilnhq/kiln/controller/conductor"
 	"github.com/kilnhq/kiln/controller/driver"
 	"github.com/kilnhq/kiln/controller/events"
+	"github.com/kilnhq/kiln/controller/inspectrules"
 	"github.com/kilnhq/kiln/controller/store"
 	"github.com/kilnhq/kiln/proto"
 	"github.com/kilnhq/kiln/test/fakeagent"
@@ -190,9 +191,10 @@ type controller struct {
 type controllerOpts struct {
 	callbackTimeout       time.Duration
 	agentHeartbeatTimeout time.Duration
-	powerSync             time.Duration   // 0: off
-	logTo                 io.Writer       // the controller's and agent client's log (text, debug level); nil: discarded
-	observe               events.Observer // nil: none; sees every node write the API and conductor make
+	powerSync             time.Duration     // 0: off
+	logTo                 io.Writer         // the controller's and agent client's log (text, debug level); nil: discarded
+	observe               events.Observer   // nil: none; sees every node write the API and conductor make
+	rules                 *inspectrules.Set // inspection rules; nil: none
 }
 
 func startController(t testing.TB, o controllerOpts) *controller {
@@ -226,6 +228,7 @@ func startController(t testing.TB, o controllerOpts) *controller {
 		Store: wst, Agent: agentclient.New(agentclient.Options{Timeout: 10 * time.Second, RetryDelay: 100 * time.Millisecond, Logger: log}),
 		Name: "test-conductor", APIURL: srv.URL, Log: log, ScanInterval: 200 * time.Millisecond,
 		CallbackTimeout: o.callbackTimeout, AgentHeartbeatTimeout: o.agentHeartbeatTimeout, PowerSyncInterval: o.powerSync,
+		InspectionRules: o.rules,
 	})
 	handler = api.New(api.Config{Store: wst, Conductor: "test-conductor", Logger: log, Notify: cond.Notify, AgentHeartbeatTimeout: o.agentHeartbeatTimeout, Events: bus})
 	done := make(chan struct{})

@@ -344,16 +344,31 @@ func bootDir(t *testing.T) string {
 	return abs
 }
 
+// discoveryRules give every discovered QEMU machine the ipmi driver.
+const discoveryRules = `
+- uuid: qemu-lab
+  conditions:
+    - {op: is-true, args: {value: "{plugin_data[auto_discovered]}"}}
+  actions:
+    - {op: set-attribute, args: {path: /driver, value: ipmi}}
+    - {op: set-attribute, args: {path: /resource_class, value: qemu}}
+`
+
 // TestUnknownMachineBootsTheAgent: with --boot-unknown discovery, a
-// machine no node has PXE-boots through Kiln's DHCP into the agent, whose
-// first call reaches the controller. The times from the firmware's DHCP
-// offer to that call are the network-boot part of a provisioning.
+// machine no node has PXE-boots through Kiln's DHCP into the agent, which
+// inspects it; its report enrolls it and the inspection rule sets its
+// driver. The times from the firmware's DHCP offer are the network-boot
+// part of a provisioning.
 func TestUnknownMachineBootsTheAgent(t *testing.T) {
 	require(t, ovmfCode, ovmfVars, "/usr/lib/ipxe/snponly.efi")
 	agent := bootDir(t)
 	ns := newLab(t)
+	rules := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(rules, []byte(discoveryRules), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	kiln := startKiln(t, ns, "--dhcp", "full", "--dhcp-range", "10.77.0.100-10.77.0.150",
-		"--boot-unknown", "discovery", "--boot-dir", agent, "--log-level", "debug")
+		"--boot-unknown", "discovery", "--boot-dir", agent, "--log-level", "debug", "--inspection-rules", rules)
 	netnstest.Run(t, "ip", "-n", ns, "tuntap", "add", "tap1", "mode", "tap")
 	netnstest.Run(t, "ip", "-n", ns, "link", "set", "tap1", "master", "br0")
 	netnstest.Run(t, "ip", "-n", ns, "link", "set", "tap1", "up")
@@ -374,10 +389,14 @@ func TestUnknownMachineBootsTheAgent(t *testing.T) {
 				{"DHCP boot answer", "mac=" + m.mac, "type=DISCOVER", m.firstDHCP},
 				{"iPXE script", "mac=" + m.mac, "action=discovery"},
 				{"DHCP answer", "mac=" + m.mac, "reply=ACK"}, // the agent's own lease
-				{"path=/v1/"}, // its first call (a lookup: no node has the MAC)
+				// Its first API call is its inspection report, which enrolls
+				// it; the rule sets its driver.
+				{"agent call", "endpoint=continue_inspection"},
+				{"discovered machine enrolled", "driver=ipmi", "macs=[" + m.mac + "]", "rules=[qemu-lab]"},
 			})
-			t.Logf("TIMING %s discovery: DHCP offer → agent script %.2fs → agent's DHCP %.2fs → agent's first API call %.2fs",
-				m.name, got[1].at.Sub(got[0].at).Seconds(), got[2].at.Sub(got[0].at).Seconds(), got[3].at.Sub(got[0].at).Seconds())
+			t.Logf("TIMING %s discovery: DHCP offer → agent script %.2fs → agent's DHCP %.2fs → its inspection report %.2fs → enrolled %.2fs",
+				m.name, got[1].at.Sub(got[0].at).Seconds(), got[2].at.Sub(got[0].at).Seconds(), got[3].at.Sub(got[0].at).Seconds(),
+				got[4].at.Sub(got[0].at).Seconds())
 		})
 	}
 }

@@ -62,9 +62,10 @@ type serveOptions struct {
 	bootUnknown string
 	bootConsole string
 
-	netboot netbootOptions
-	flags   *pflag.FlagSet // to tell flags set from defaults
-	trust   trustOptions
+	netboot   netbootOptions
+	flags     *pflag.FlagSet // to tell flags set from defaults
+	trust     trustOptions
+	discovery discoveryOptions
 }
 
 func newServeCmd() *cobra.Command {
@@ -107,6 +108,7 @@ func newServeCmd() *cobra.Command {
 	f.IntVar(&o.powerSyncWorkers, "power-sync-workers", 8, "BMCs read at once by a power-sync round; a round starts calls for 3/4 of the interval, and nodes not reached go first next round")
 	addNetbootFlags(f, &o.netboot)
 	addTrustFlags(f, &o.trust)
+	addDiscoveryFlags(f, &o.discovery)
 	return cmd
 }
 
@@ -139,6 +141,10 @@ func serve(ctx context.Context, o serveOptions) error {
 	}
 	if o.deadAfter <= 2*o.heartbeatInterval {
 		return fmt.Errorf("--conductor-dead-after (%s) must be more than twice --conductor-heartbeat-interval (%s)", o.deadAfter, o.heartbeatInterval)
+	}
+	discovery, rules, err := o.discovery.load(o.bootUnknown, log)
+	if err != nil {
+		return err
 	}
 	st, err := store.Open(ctx, o.db, store.Options{DeadAfter: o.deadAfter})
 	if err != nil {
@@ -182,7 +188,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		Store: wst, Agent: agentclient.New(agentclient.Options{Logger: log}), Name: o.conductor, Group: o.group,
 		APIURL: o.apiURL, Log: log, Workers: o.workers, CallbackTimeout: o.callbackTimeout,
 		AgentHeartbeatTimeout: o.agentHeartbeatTimeout, PowerSyncInterval: o.powerSyncInterval, PowerSyncWorkers: o.powerSyncWorkers,
-		HeartbeatInterval: o.heartbeatInterval,
+		HeartbeatInterval: o.heartbeatInterval, InspectionRules: rules,
 	})
 	condCtx, stopConductor := context.WithCancel(driver.WithBMCObserver(context.Background(), met))
 	condDone := make(chan error, 1)
@@ -195,7 +201,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	}()
 	apiServer := api.New(api.Config{Store: wst, Conductor: o.conductor, Logger: log, Notify: cond.Notify,
 		AgentHeartbeatTimeout: o.agentHeartbeatTimeout, Events: bus, AgentLimit: ratelimit.New(o.agentLimit),
-		BodyLimits: o.bodyLimits})
+		BodyLimits: o.bodyLimits, Discovery: discovery})
 	apiServer.Echo().Use(met.Middleware())
 	if err := mountBoot(apiServer, wst, o, log); err != nil {
 		return err

@@ -36,6 +36,7 @@ type netbootOptions struct {
 	tftp      bool
 	ipxeDir   string
 	ra        bool
+	dhcp6     bool
 }
 
 func addNetbootFlags(f *pflag.FlagSet, o *netbootOptions) {
@@ -49,6 +50,7 @@ func addNetbootFlags(f *pflag.FlagSet, o *netbootOptions) {
 	f.DurationVar(&o.probe, "dhcp-probe", 5*time.Second, "how long to listen for other DHCP servers at start; servers that ping an address before offering it (dnsmasq, ISC dhcpd) take seconds (0: no probe)")
 	f.BoolVar(&o.tftp, "tftp", true, "serve the iPXE binaries by TFTP on --dhcp-interface (on by default when --dhcp is on)")
 	f.BoolVar(&o.ra, "ipv6-ra", true, "answer IPv6 router solicitations on --dhcp-interface with an advertisement that configures nothing, so that iPXE need not wait ~15 s for an IPv6 router (default: on with --dhcp full, off in proxy mode, where the site's routers answer)")
+	f.BoolVar(&o.dhcp6, "dhcp6", true, "also answer DHCPv6 (boot file URL; addresses in the interface's /64 in full mode) when --dhcp-interface has a global or unique-local IPv6 address")
 	f.StringVar(&o.ipxeDir, "ipxe-dir", tftp.DefaultDir, "directory of the iPXE binaries (undionly.kpxe, snponly.efi, ipxe.efi), served by TFTP and at /boot/ipxe/")
 }
 
@@ -133,6 +135,24 @@ func startNetboot(fs *pflag.FlagSet, o netbootOptions, apiURL, conductor string,
 			}
 		})
 	}
+	if o.dhcp6 && (mode == dhcp.ModeProxy || mode == dhcp.ModeFull) {
+		srv6, err := newDHCPv6Server(o, mode, base, log)
+		switch {
+		case errors.Is(err, dhcp.ErrNoIPv6):
+			log.Info("DHCPv6 off: the interface has no global or unique-local IPv6 address", "interface", o.iface)
+		case err != nil:
+			return fail(err)
+		default:
+			if err := srv6.Listen(); err != nil {
+				return fail(err)
+			}
+			n.wg.Go(func() {
+				if err := srv6.Serve(ctx); err != nil {
+					log.Error("DHCPv6 server stopped", "err", err)
+				}
+			})
+		}
+	}
 	if o.ra && (mode == dhcp.ModeFull || (fs != nil && fs.Changed("ipv6-ra"))) {
 		ra := dhcp.NewAdvertiser(o.iface, log)
 		n.wg.Go(func() {
@@ -185,6 +205,43 @@ func newDHCPServer(o netbootOptions, mode dhcp.Mode, pfx netip.Prefix, base, con
 		cfg.Leases = leases
 	}
 	return dhcp.NewServer(cfg)
+}
+
+// newDHCPv6Server answers DHCPv6 on the interface's IPv6 address; HTTP
+// boot URLs then name the controller by that address, on the API's port.
+func newDHCPv6Server(o netbootOptions, mode dhcp.Mode, base string, log *slog.Logger) (*dhcp.Server6, error) {
+	ifc, err := net.InterfaceByName(o.iface)
+	if err != nil {
+		return nil, fmt.Errorf("--dhcp-interface %s: %w", o.iface, err)
+	}
+	ip6, err := dhcp.InterfaceIPv6(ifc)
+	if err != nil {
+		return nil, err
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		return nil, err
+	}
+	if port := u.Port(); port != "" {
+		u.Host = net.JoinHostPort(ip6.String(), port)
+	} else {
+		u.Host = "[" + ip6.String() + "]"
+	}
+	cfg := dhcp.Server6Config{
+		Config6: dhcp.Config6{Mode: mode, ServerIP: ip6, LeaseTime: o.leaseTime,
+			ScriptURL: base + "/boot/boot.ipxe", HTTPBootURL: u.String() + "/boot/ipxe/"},
+		Interface: o.iface, Log: log, RateBurst: o.rateBurst,
+	}
+	dns, err := parseAddrs("--dhcp-dns", o.dns)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range dns {
+		if a.Is6() && !a.Is4In6() {
+			cfg.DNS = append(cfg.DNS, a)
+		}
+	}
+	return dhcp.NewServer6(cfg)
 }
 
 // probeConflicts reports the DHCP servers already answering on the
