@@ -23,5 +23,5 @@ $SUDO apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends 
   zstd xz-utils cpio kmod xorriso genisoimage mtools \
   syslinux syslinux-common systemd-boot-efi binutils \
   ironic-api ironic-conductor python3-ironicclient \
-  ipxe dnsmasq-base python3-sushy \
+  ipxe dnsmasq-base python3-sushy chromium fonts-dejavu-core \
   iproute2 wrk >/dev/null

@@ -33,6 +33,7 @@ import (
 	"github.com/kilnhq/kiln/controller/ratelimit"
 	"github.com/kilnhq/kiln/controller/secrets"
 	"github.com/kilnhq/kiln/controller/store"
+	"github.com/kilnhq/kiln/controller/ui"
 )
 
 type serveOptions struct {
@@ -203,6 +204,8 @@ func serve(ctx context.Context, o serveOptions) error {
 		AgentHeartbeatTimeout: o.agentHeartbeatTimeout, Events: bus, AgentLimit: ratelimit.New(o.agentLimit),
 		BodyLimits: o.bodyLimits, Discovery: discovery})
 	apiServer.Echo().Use(met.Middleware())
+	apiServer.Echo().GET("/ui/*", echo.WrapHandler(ui.Handler()))
+	apiServer.Echo().GET("/ui", echo.WrapHandler(http.HandlerFunc(ui.Redirect)))
 	if err := mountBoot(apiServer, wst, o, log); err != nil {
 		return err
 	}
