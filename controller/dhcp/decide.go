@@ -67,28 +67,35 @@ func Classify(m *dhcpv4.DHCPv4) Client {
 	if hasArch {
 		c.Arch = archs[0]
 	}
-	switch {
-	case isIPXE(m):
-		c.Firmware = FirmwareIPXE
-	case !pxe && !c.HTTP:
-		c.Firmware = FirmwareNone
-	case c.HTTP && c.Arch == iana.EFI_X86_64_HTTP:
-		c.Firmware = FirmwareHTTP
-	case c.HTTP && c.Arch == iana.EFI_ARM64_HTTP:
-		c.Firmware = FirmwareHTTPARM64
-	case c.HTTP:
-		c.Firmware = FirmwareOther
-	case !hasArch || c.Arch == iana.INTEL_X86PC:
-		// Old PXE ROMs leave option 93 out: they are all BIOS.
-		c.Firmware = FirmwareBIOS
-	case c.Arch == iana.EFI_X86_64 || c.Arch == iana.EFI_BC:
-		c.Firmware = FirmwareUEFI
-	case c.Arch == iana.EFI_ARM64:
-		c.Firmware = FirmwareUEFIARM64
-	default:
-		c.Firmware = FirmwareOther
-	}
+	c.Firmware = firmware(isIPXE(m), pxe, c.HTTP, c.Arch, hasArch, true)
 	return c
+}
+
+// firmware names a boot client from what it said: whether it is iPXE, the
+// PXE or HTTP marker of its vendor class, its architecture (hasArch false
+// when it sent none). bios says whether a PXE client may be BIOS: over
+// DHCPv4 old PXE ROMs leave the architecture out and are all BIOS; over
+// DHCPv6 there is no BIOS PXE.
+func firmware(ipxe, pxe, http bool, arch iana.Arch, hasArch, bios bool) Firmware {
+	switch {
+	case ipxe:
+		return FirmwareIPXE
+	case !pxe && !http:
+		return FirmwareNone
+	case http && arch == iana.EFI_X86_64_HTTP:
+		return FirmwareHTTP
+	case http && arch == iana.EFI_ARM64_HTTP:
+		return FirmwareHTTPARM64
+	case http:
+		return FirmwareOther
+	case bios && (!hasArch || arch == iana.INTEL_X86PC):
+		return FirmwareBIOS
+	case arch == iana.EFI_X86_64 || arch == iana.EFI_BC:
+		return FirmwareUEFI
+	case arch == iana.EFI_ARM64:
+		return FirmwareUEFIARM64
+	}
+	return FirmwareOther
 }
 
 // optionIPXE is the option iPXE encapsulates its settings in; its presence

@@ -73,25 +73,7 @@ func Classify6(m *dhcpv6.Message) Client {
 			ipxe = true
 		}
 	}
-	switch {
-	case ipxe:
-		c.Firmware = FirmwareIPXE
-	case !pxe && !c.HTTP:
-		c.Firmware = FirmwareNone
-	case c.HTTP && c.Arch == iana.EFI_X86_64_HTTP:
-		c.Firmware = FirmwareHTTP
-	case c.HTTP && c.Arch == iana.EFI_ARM64_HTTP:
-		c.Firmware = FirmwareHTTPARM64
-	case c.HTTP:
-		c.Firmware = FirmwareOther
-	case c.Arch == iana.EFI_X86_64 || c.Arch == iana.EFI_BC:
-		c.Firmware = FirmwareUEFI
-	case c.Arch == iana.EFI_ARM64:
-		c.Firmware = FirmwareUEFIARM64
-	default:
-		// BIOS PXE has no IPv6; anything else has no binary here.
-		c.Firmware = FirmwareOther
-	}
+	c.Firmware = firmware(ipxe, pxe, c.HTTP, c.Arch, len(archs) > 0, false)
 	return c
 }
 

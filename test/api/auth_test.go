@@ -15,33 +15,13 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/baremetal/httpbasic"
 	"github.com/gophercloud/gophercloud/v2/openstack/baremetal/noauth"
 	"github.com/gophercloud/gophercloud/v2/openstack/baremetal/v1/nodes"
-	"golang.org/x/crypto/bcrypt"
 
 	"github.com/kilnhq/kiln/test/kilnproc"
 )
 
-// writeAuthFiles writes an htpasswd file with an admin and a reader and the
-// roles file that makes the reader one; it returns kiln serve's flags.
-func writeAuthFiles(t *testing.T) []string {
-	t.Helper()
-	dir := t.TempDir()
-	var ht strings.Builder
-	for _, u := range [][2]string{{"admin", "admin-pw"}, {"viewer", "viewer-pw"}} {
-		h, err := bcrypt.GenerateFromPassword([]byte(u[1]), bcrypt.MinCost)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ht.WriteString(u[0] + ":" + string(h) + "\n")
-	}
-	htFile, rolesFile := filepath.Join(dir, "htpasswd"), filepath.Join(dir, "roles")
-	if err := os.WriteFile(htFile, []byte(ht.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(rolesFile, []byte("viewer:reader\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return []string{"--htpasswd", htFile, "--auth-roles", rolesFile}
-}
+// writeAuthFiles writes the admin and reader credentials (see
+// kilnproc.AuthFlags) and returns kiln serve's flags.
+func writeAuthFiles(t *testing.T) []string { return kilnproc.AuthFlags(t) }
 
 func startAuthKiln(t *testing.T) *kiln {
 	t.Helper()

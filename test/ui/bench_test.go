@@ -1,10 +1,8 @@
 package ui_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
-	"os/exec"
 	"strconv"
 	"sync"
 	"testing"
@@ -23,9 +21,9 @@ import (
 //
 //	go test -run '^$' -bench ConsoleFleet10k -benchtime 1x ./test/ui
 func BenchmarkConsoleFleet10k(b *testing.B) {
-	p := startKilnB(b)
+	p := startKiln(b)
 	enrollMany(b, p, 10000)
-	ctx := browserB(b)
+	ctx := browser(b, "")
 	var first, apiMS, reflected float64
 	for i := range b.N {
 		if err := chromedp.Do(ctx, chromedp.Navigate(p.URL+"/ui/")); err != nil {
@@ -61,32 +59,6 @@ func BenchmarkConsoleFleet10k(b *testing.B) {
 	b.ReportMetric(first/n, "first-render-ms")
 	b.ReportMetric(apiMS/n, "api-1000-changes-ms")
 	b.ReportMetric(reflected/n, "1000-events-reflected-ms")
-}
-
-func startKilnB(b *testing.B) *kilnproc.Proc {
-	b.Helper()
-	return kilnproc.Start(b, kilnBin, b.TempDir()+"/kiln.db", "--conductor", "ui-bench", "--power-sync-interval", "0")
-}
-
-func browserB(b *testing.B) context.Context {
-	b.Helper()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromiumB(b)),
-		chromedp.NoSandbox, chromedp.WindowSize(1280, 800), chromedp.DisableGPU)
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	b.Cleanup(cancel)
-	ctx, cancel2 := chromedp.NewContext(actx)
-	b.Cleanup(cancel2)
-	return ctx
-}
-
-func chromiumB(b *testing.B) string {
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	b.Skip("chromium not installed")
-	return ""
 }
 
 // parallel runs fn(i) for i in [0, n) on 8 workers.
