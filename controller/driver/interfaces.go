@@ -76,9 +76,9 @@ type Set struct {
 	Management Management
 	Boot       Boot
 	Inspect    Inspect
-	// Deploy names the deploy flow: fake, direct, custom-agent or ramdisk.
-	// Deploying is sequenced by the conductor; the name selects the steps.
-	Deploy string
+	// Deploy is the deploy interface: deploying is sequenced by the
+	// conductor, its traits select the steps.
+	Deploy DeployInterface
 }
 
 var (
@@ -140,6 +140,8 @@ func Resolve(n *proto.Node) (Set, error) {
 	if ifs.Inspect, err = find(inspectors, "inspect", n.InspectInterface, n.Driver); err != nil {
 		return ifs, err
 	}
-	ifs.Deploy = n.DeployInterface
+	if ifs.Deploy, err = find(deploys, "deploy", n.DeployInterface, n.Driver); err != nil {
+		return ifs, err
+	}
 	return ifs, nil
 }
