@@ -79,22 +79,3 @@ func (f *flow) runManagementRequest(ctx context.Context) error {
 		}
 	})
 }
-
-// failManagementRequest answers a pending boot-device request with msg
-// (the node's hardware type cannot be resolved).
-func failManagementRequest(s *flowstate.State, msg string) {
-	if s.ManagementRequest == nil {
-		return
-	}
-	s.ManagementResult = &proto.ManagementResult{ID: s.ManagementRequest.ID, Error: msg}
-	s.ManagementRequest = nil
-}
-
-// recordBMCCheck records a failed exchange with the BMC as the node's last
-// BMC check, for GET …/validate to show (scrubbed of credentials).
-func (f *flow) recordBMCCheck(ctx context.Context, operation string, err error) {
-	check := proto.BMCCheck{At: time.Now(), Operation: operation, Error: secrets.Scrub(err.Error())}
-	if uerr := f.updateFlow(ctx, func(_ *proto.Node, s *flowstate.State) { s.LastBMCCheck = &check }); uerr != nil {
-		f.c.log.Warn("record BMC check", "node", f.n.UUID, "err", uerr)
-	}
-}
