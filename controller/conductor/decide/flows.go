@@ -201,14 +201,13 @@ func unrescue(in Input) []Action {
 }
 
 // bootInstance leaves the ramdisk for the deployed instance: power off,
-// boot from disk, power on.
+// boot from disk (the boot interface sets it), power on.
 func bootInstance(in Input, onErr OnError) []Action {
 	var acts []Action
 	if agentURL(in) != "" {
 		acts = append(acts, AgentPowerOff{Timeout: finishAgentTimeout})
 	}
 	acts = append(acts, power(proto.PowerOff, onErr)...)
-	acts = append(acts, CleanUpRamdisk{OnError: onErr}, PrepareInstance{OnError: onErr},
-		SetBootDevice{Device: "disk", Persistent: true, OnError: onErr})
+	acts = append(acts, CleanUpRamdisk{OnError: onErr}, PrepareInstance{OnError: onErr})
 	return append(acts, power(proto.PowerOn, onErr)...)
 }

@@ -55,7 +55,7 @@ func TestUnrescueBootsTheInstanceAndForgetsThePassword(t *testing.T) {
 	n.InstanceInfo["rescue_password"] = "s3cret"
 	in := input(t, n, withAgent(s), "direct")
 	acts := Step(in, OperatorRequest{Request: *s.Request})
-	want(t, acts, "agent power off", "power off", "clean up ramdisk", "prepare instance", "boot device disk", "power on", "move done")
+	want(t, acts, "agent power off", "power off", "clean up ramdisk", "prepare instance", "power on", "move done")
 	got, fs := after(t, in, acts)
 	wantState(t, got, proto.StateActive, "")
 	if _, ok := got.InstanceInfo["rescue_password"]; ok || fs.Agent.URL != "" {

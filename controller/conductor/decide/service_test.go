@@ -40,7 +40,7 @@ func TestServiceEndsByBootingTheInstance(t *testing.T) {
 	s := withAgent(flowstate.State{Steps: []proto.StepCall{firmwareStep}, StepSent: true, ServiceSteps: []proto.StepCall{firmwareStep}})
 	in := input(t, n, s, "direct")
 	acts := Step(in, AgentCommandsRead{Kind: proto.StepService, Commands: succeeded(proto.StepService, firmwareStep)})
-	want(t, acts, "agent power off", "power off", "clean up ramdisk", "prepare instance", "boot device disk", "power on", "move resume", "move done")
+	want(t, acts, "agent power off", "power off", "clean up ramdisk", "prepare instance", "power on", "move resume", "move done")
 	got, fs := after(t, in, acts)
 	wantState(t, got, proto.StateActive, "")
 	if fs.ServiceSteps != nil || len(got.ServiceStep) != 0 {

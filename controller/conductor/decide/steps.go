@@ -186,7 +186,8 @@ func conductorStep(in Input, s proto.StepCall) []Action {
 		if in.Deploy.WritesImage {
 			acts = append(acts, AgentPartitionUUIDs{})
 		}
-		return append(acts, PrepareInstance{OnError: onErr}, SetBootDevice{Device: "disk", Persistent: true, OnError: onErr})
+		// The boot interface makes the disk the boot device.
+		return append(acts, PrepareInstance{OnError: onErr})
 	case "tear_down_agent":
 		var acts []Action
 		if agentURL(in) != "" {
