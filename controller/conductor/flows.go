@@ -257,12 +257,11 @@ func (f *flow) prepareRamdisk(ctx context.Context, kernelArgs map[string]string)
 }
 
 // conductorStep runs a step the decision core hands to the node's
-// interfaces (DriverStep): steps of interfaces other than the deploy
-// interface's own.
+// out-of-band interfaces (DriverStep: a step of Input.DriverSteps). No
+// interface offers such steps yet; one that does dispatches here by
+// s.Interface.
 func (f *flow) conductorStep(_ context.Context, s proto.StepCall) error {
-	switch s.Step.Step {
-	}
-	return fmt.Errorf("unknown conductor step %s.%s", s.Interface, s.Step.Step)
+	return fmt.Errorf("no interface of node %s runs step %s.%s", f.n.UUID, s.Interface, s.Step.Step)
 }
 
 func (f *flow) portsNoErr(ctx context.Context) []*proto.Port {

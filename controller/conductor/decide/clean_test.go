@@ -177,3 +177,20 @@ func TestAFlowLeftBetweenStepsResumesItsPlanOrFails(t *testing.T) {
 	got, _ := after(t, in, Step(in, Interrupted{}))
 	wantState(t, got, proto.StateCleanFailed, "Kiln conductor restarted while node "+nodeID+" was cleaning")
 }
+
+func TestManualCleaningRunsTheDriversOwnStepsOutOfBand(t *testing.T) {
+	n := node(proto.StateCleanWait, proto.StateManageable)
+	raid := proto.Step{Step: "create_configuration", Interface: "raid"}
+	s := withAgent(flowstate.State{ManualCleanSteps: []proto.StepCall{{Step: raid}, {Step: proto.Step{Step: "erase_devices", Interface: "deploy"}}}})
+	in := input(t, n, s, "direct")
+	in.DriverSteps = []proto.Step{raid}
+	acts := Step(in, AgentStepsListed{Kind: proto.StepClean, Result: agentCleanSteps})
+	want(t, acts, "move resume", "driver step raid.create_configuration", "agent execute deploy.erase_devices", "move wait")
+	got, _ := after(t, in, acts)
+	wantState(t, got, proto.StateCleanWait, "")
+	if got.CleanStep["step"] != "erase_devices" {
+		t.Errorf("clean_step %v, want the agent's step once sent", got.CleanStep)
+	}
+	got, _ = after(t, in, Step(in, failedAt[DriverStep](t, acts, "controller busy")))
+	wantState(t, got, proto.StateCleanFailed, "Clean step raid.create_configuration failed on node "+nodeID+": controller busy")
+}

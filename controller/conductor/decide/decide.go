@@ -35,8 +35,13 @@ type Input struct {
 	// executor resolves them and the deploy plan merges them like the
 	// operator's deploy_steps.
 	TemplateSteps []proto.StepCall
-	Now           time.Time
-	Config        Config
+	// DriverSteps are the steps the node's out-of-band interfaces (bios,
+	// raid, firmware, management) offer; the executor fills them from the
+	// node's interfaces. They join the plans like the agent's steps and
+	// run in the conductor (DriverStep), not in the agent.
+	DriverSteps []proto.Step
+	Now         time.Time
+	Config      Config
 }
 
 // Step is the decision: what to do about ev, given in.

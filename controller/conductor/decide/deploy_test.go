@@ -166,18 +166,21 @@ func TestAFailingConductorStepFailsTheDeployNamingTheStep(t *testing.T) {
 	wantState(t, got, proto.StateDeployFailed, "Deploy step deploy.prepare_instance_boot failed on node "+nodeID+": no disk")
 }
 
-func TestAStepOfAnotherInterfaceRunsAsADriverStep(t *testing.T) {
+func TestAnOutOfBandStepRunsInTheConductorBetweenAgentSteps(t *testing.T) {
 	in := deploying(t, "direct")
 	bios := proto.StepCall{Step: proto.Step{Step: "apply_configuration", Interface: "bios", Priority: 90}}
 	in.State.Steps = append([]proto.StepCall{bios}, in.State.Steps...)
 	in.State.StepSent = false
+	// Unknown to the node's interfaces, the step is the agent's.
+	want(t, runSteps(in, proto.StepDeploy, t0), "agent execute bios.apply_configuration")
+
+	in.DriverSteps = []proto.Step{bios.Step}
 	acts := runSteps(in, proto.StepDeploy, t0)
-	// Not a deploy-interface step: it goes to the agent unless the
-	// conductor is told it is its own (conductorSteps).
-	want(t, acts, "agent execute bios.apply_configuration")
-	if acts := conductorStep(in, bios); len(acts) != 1 || words(acts)[0] != "driver step bios.apply_configuration" {
-		t.Errorf("conductor step of bios: %q, want a driver step", words(acts))
-	}
+	want(t, acts, "move resume", "driver step bios.apply_configuration", "agent execute deploy.write_image", "move wait")
+	got, _ := after(t, in, acts)
+	wantState(t, got, proto.StateDeployWait, "")
+	got, _ = after(t, in, Step(in, failedAt[DriverStep](t, acts, "BIOS job failed")))
+	wantState(t, got, proto.StateDeployFailed, "Deploy step bios.apply_configuration failed on node "+nodeID+": BIOS job failed")
 }
 
 func TestTheAgentsStepErrorFailsTheDeploy(t *testing.T) {

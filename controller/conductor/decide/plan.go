@@ -13,6 +13,9 @@ import (
 // Plan is the step list of a flow once the agent's steps are known.
 func Plan(in Input, kind proto.StepKind, agent []proto.Step) ([]proto.StepCall, error) {
 	s := in.State
+	if len(in.DriverSteps) > 0 {
+		agent = append(slices.Clone(agent), in.DriverSteps...)
+	}
 	switch kind {
 	case proto.StepService:
 		return buildCleanSteps(agent, s.ServiceSteps, true)
@@ -47,6 +50,11 @@ var conductorSteps = map[string]bool{
 
 func isConductorStep(s proto.StepCall) bool {
 	return s.Interface == "deploy" && conductorSteps[s.Step.Step]
+}
+
+// isDriverStep: s is one of the node's out-of-band interfaces' steps.
+func isDriverStep(in Input, s proto.StepCall) bool {
+	return slices.ContainsFunc(in.DriverSteps, func(d proto.Step) bool { return d.Interface == s.Interface && d.Step == s.Step.Step })
 }
 
 // AgentSteps flattens get_X_steps's answer, best manager first per step name

@@ -136,14 +136,19 @@ func runSteps(in Input, kind proto.StepKind, hbAt time.Time) []Action {
 			return append(acts, finishSteps(in, kind, cur)...)
 		}
 		step := withImageArgs(s.Steps[idx], s)
-		if kind == proto.StepDeploy && isConductorStep(step) {
+		deployOwn := kind == proto.StepDeploy && isConductorStep(step)
+		if deployOwn || isDriverStep(in, step) {
+			// Out of band: the conductor runs it, the node in its work state.
 			if cur != work {
 				acts = append(acts, Update{Move: state.EvResume})
 				cur = work
 			}
-			dict := stepDict(step)
-			acts = append(acts, Update{Node: func(n *proto.Node) { n.DeployStep = dict }})
-			acts = append(acts, conductorStep(in, step)...)
+			acts = append(acts, Update{Node: stepField(kind, stepDict(step))})
+			if deployOwn {
+				acts = append(acts, conductorStep(in, step)...)
+			} else {
+				acts = append(acts, DriverStep{Step: step, OnError: OnError{Prefix: fmt.Sprintf("%s step %s failed on node %s: ", stepKindTitle[kind], stepLabel(step), in.Node.UUID)}})
+			}
 			next := idx + 1
 			acts = append(acts, Update{Flow: func(s *flowstate.State) { s.StepIndex = next }})
 			continue
@@ -162,6 +167,9 @@ func runSteps(in Input, kind proto.StepKind, hbAt time.Time) []Action {
 		return append(acts, sent)
 	}
 }
+
+// stepKindTitle names a kind of step at the start of a sentence.
+var stepKindTitle = map[proto.StepKind]string{proto.StepClean: "Clean", proto.StepDeploy: "Deploy", proto.StepService: "Service"}
 
 // stepField sets the node's clean_step, deploy_step or service_step.
 func stepField(kind proto.StepKind, d proto.Dict) func(n *proto.Node) {
