@@ -185,10 +185,15 @@ func (f *flow) do(ctx context.Context, a decide.Action) (decide.Event, error) {
 		return nil, f.c.cfg.Agent.FinalizeRescue(ctx, agentOf(n), a.Password, false)
 	case decide.DriverStep:
 		return nil, f.conductorStep(ctx, a.Step)
-	case decide.RunManagementRequest:
-		if err := f.runManagementRequest(ctx); err != nil {
-			return nil, fatal{err}
+	case decide.ManagementCall:
+		st, err := f.managementCall(ctx, a.Request)
+		if ctx.Err() != nil {
+			return nil, fatal{ctx.Err()} // stopping: the request stays for whoever runs next
 		}
+		if err != nil {
+			f.c.log.Warn("boot device request failed", "node", n.UUID, "op", a.Request.Op, "err", err)
+		}
+		return decide.ManagementAnswered{Request: a.Request, Device: st, Err: err}, nil
 	default:
 		return nil, fatal{fmt.Errorf("conductor: no executor for action %T", a)}
 	}

@@ -148,32 +148,32 @@ type DriverStep struct {
 	OnError OnError
 }
 
-// RunManagementRequest carries out the boot-device call an API client waits
-// on and records its answer.
-type RunManagementRequest struct{}
+// ManagementCall makes the boot-device call an API client waits on (set,
+// or read); the answer, failed or not, is ManagementAnswered.
+type ManagementCall struct{ Request proto.ManagementRequest }
 
-func (Update) isAction()               {}
-func (History) isAction()              {}
-func (SetPower) isAction()             {}
-func (SetBootDevice) isAction()        {}
-func (PrepareRamdisk) isAction()       {}
-func (CleanUpRamdisk) isAction()       {}
-func (PrepareInstance) isAction()      {}
-func (Validate) isAction()             {}
-func (ReadPower) isAction()            {}
-func (Inspect) isAction()              {}
-func (ReadInventory) isAction()        {}
-func (CreatePorts) isAction()          {}
-func (FakeDeploy) isAction()           {}
-func (AgentGetSteps) isAction()        {}
-func (BuildImageArgs) isAction()       {}
-func (AgentCommands) isAction()        {}
-func (AgentExecute) isAction()         {}
-func (AgentPowerOff) isAction()        {}
-func (AgentPartitionUUIDs) isAction()  {}
-func (AgentFinalizeRescue) isAction()  {}
-func (DriverStep) isAction()           {}
-func (RunManagementRequest) isAction() {}
+func (Update) isAction()              {}
+func (History) isAction()             {}
+func (SetPower) isAction()            {}
+func (SetBootDevice) isAction()       {}
+func (PrepareRamdisk) isAction()      {}
+func (CleanUpRamdisk) isAction()      {}
+func (PrepareInstance) isAction()     {}
+func (Validate) isAction()            {}
+func (ReadPower) isAction()           {}
+func (Inspect) isAction()             {}
+func (ReadInventory) isAction()       {}
+func (CreatePorts) isAction()         {}
+func (FakeDeploy) isAction()          {}
+func (AgentGetSteps) isAction()       {}
+func (BuildImageArgs) isAction()      {}
+func (AgentCommands) isAction()       {}
+func (AgentExecute) isAction()        {}
+func (AgentPowerOff) isAction()       {}
+func (AgentPartitionUUIDs) isAction() {}
+func (AgentFinalizeRescue) isAction() {}
+func (DriverStep) isAction()          {}
+func (ManagementCall) isAction()      {}
 
 // ErrorRule is how the executor treats a failure of a: Ignore, or end the
 // list and report ActionFailed.

@@ -65,7 +65,9 @@ func Step(in Input, ev Event) []Action {
 			Update{Flow: func(s *flowstate.State) { s.BootDevicePending = false }},
 		}
 	case ManagementRequested:
-		return []Action{RunManagementRequest{}}
+		return []Action{ManagementCall{Request: ev.Request}}
+	case ManagementAnswered:
+		return managementAnswered(in, ev)
 	case DriverUnavailable:
 		return driverUnavailable(in, ev.Err)
 	case BadState:
@@ -119,7 +121,7 @@ func Classify(in Input) Event {
 	}
 	if s.ManagementRequest != nil {
 		// A client waits for this answer: it goes before a power change.
-		return ManagementRequested{}
+		return ManagementRequested{Request: *s.ManagementRequest}
 	}
 	if n.TargetPowerState != nil {
 		return PowerRequested{Target: *n.TargetPowerState, Timeout: time.Duration(s.PowerTimeout) * time.Second}

@@ -39,7 +39,7 @@ type (
 		Persistent bool
 	}
 	// ManagementRequested is a boot-device call an API client waits on.
-	ManagementRequested struct{}
+	ManagementRequested struct{ Request proto.ManagementRequest }
 	// DriverUnavailable says the node's interfaces cannot be resolved.
 	DriverUnavailable struct{ Err error }
 	// BadState says the flow state does not decode.
@@ -80,6 +80,13 @@ type (
 		Err         error
 		HeartbeatAt time.Time
 	}
+	// ManagementAnswered is the BMC's answer to ManagementCall: the boot
+	// device read (for a get), or Err.
+	ManagementAnswered struct {
+		Request proto.ManagementRequest
+		Device  driver.BootDeviceState
+		Err     error
+	}
 	// ActionFailed says Action returned Err; the actions after it were not
 	// taken.
 	ActionFailed struct {
@@ -105,3 +112,4 @@ func (AgentStepsListed) isEvent()    {}
 func (ImageArgsBuilt) isEvent()      {}
 func (AgentCommandsRead) isEvent()   {}
 func (ActionFailed) isEvent()        {}
+func (ManagementAnswered) isEvent()  {}

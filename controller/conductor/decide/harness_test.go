@@ -109,8 +109,8 @@ func words(acts []Action) []string {
 			w = "agent finalize rescue"
 		case DriverStep:
 			w = "driver step " + stepLabel(a.Step)
-		case RunManagementRequest:
-			w = "management request"
+		case ManagementCall:
+			w = "management " + a.Request.Op
 		default:
 			w = fmt.Sprintf("%T", a)
 		}
