@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/kilnhq/kiln/proto"
 )
@@ -68,7 +69,9 @@ type ISOValidator interface {
 var (
 	modMu   sync.Mutex
 	modules []Module
-	loaded  bool
+	// loaded is set once a Load succeeded (read without modMu on every
+	// Resolve).
+	loaded atomic.Bool
 	// installed names the implementations Load put in place ("kind name"),
 	// which a later Load may replace.
 	installed = map[string]bool{}
@@ -117,7 +120,7 @@ func load(env Env) error {
 			}
 		}
 	}
-	loaded = true
+	loaded.Store(true)
 	return nil
 }
 
@@ -136,9 +139,12 @@ func install[T any](m map[string]T, kind string, impls map[string]T) error {
 // ensureLoaded loads the modules with the default Env if nothing has
 // (tests and tools that resolve drivers without a controller).
 func ensureLoaded() {
+	if loaded.Load() {
+		return
+	}
 	modMu.Lock()
 	defer modMu.Unlock()
-	if !loaded {
+	if !loaded.Load() {
 		if err := load(Env{}); err != nil {
 			panic(err)
 		}
