@@ -185,6 +185,8 @@ func (f *flow) do(ctx context.Context, a decide.Action) (decide.Event, error) {
 		return nil, f.c.cfg.Agent.FinalizeRescue(ctx, agentOf(n), a.Password, false)
 	case decide.DriverStep:
 		return nil, f.conductorStep(ctx, a.Step)
+	case decide.Wake:
+		f.c.wakeAt(n.UUID, a.At)
 	case decide.ManagementCall:
 		st, err := f.managementCall(ctx, a.Request)
 		if ctx.Err() != nil {

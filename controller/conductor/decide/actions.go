@@ -148,6 +148,11 @@ type DriverStep struct {
 	OnError OnError
 }
 
+// Wake asks for the node to be looked at again at At, when a wait it
+// entered would expire; the periodic scan remains the safety net (a wake
+// does not survive a restart).
+type Wake struct{ At time.Time }
+
 // ManagementCall makes the boot-device call an API client waits on (set,
 // or read); the answer, failed or not, is ManagementAnswered.
 type ManagementCall struct{ Request proto.ManagementRequest }
@@ -214,3 +219,4 @@ func ErrorRule(a Action) OnError {
 	}
 	return OnError{}
 }
+func (Wake) isAction() {}

@@ -108,7 +108,7 @@ func bootRamdiskThenWait(in Input, kernelArgs map[string]string, fn func(n *prot
 	if err != nil {
 		return fail(in, err.Error())
 	}
-	return append(acts, enterWait(fn))
+	return append(acts, enterWait(fn), Wake{At: in.Now.Add(in.Config.CallbackTimeout)})
 }
 
 // enterWait moves the node into its wait state with a fresh flow record.

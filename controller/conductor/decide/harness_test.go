@@ -57,8 +57,8 @@ func withAgent(s flowstate.State) flowstate.State {
 }
 
 // words tells a decision's actions in short: I/O by name, updates by the
-// arrow they take (updates without one are left out; their effect is
-// checked on the node after).
+// arrow they take (updates without one are left out, their effect is
+// checked on the node after; so are wakes, checked in waits_test.go).
 func words(acts []Action) []string {
 	var out []string
 	for _, a := range acts {
@@ -69,6 +69,8 @@ func words(acts []Action) []string {
 				continue
 			}
 			w = "move " + string(a.Move)
+		case Wake:
+			continue // see waits_test.go
 		case History:
 			w = "history " + a.Severity
 		case SetPower:

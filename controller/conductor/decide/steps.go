@@ -33,7 +33,8 @@ func heartbeat(in Input, at time.Time) []Action {
 	if !ok {
 		return []Action{clear}
 	}
-	acts := []Action{clear}
+	// A running agent must heartbeat again within its timeout.
+	acts := []Action{clear, Wake{At: at.Add(in.Config.AgentHeartbeatTimeout)}}
 	if agentURL(in) == "" {
 		return acts
 	}

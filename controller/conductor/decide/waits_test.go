@@ -70,3 +70,19 @@ func TestAStableNodeWithNothingRecordedHasNoEvent(t *testing.T) {
 		}
 	}
 }
+
+// The conductor is woken when a wait would expire, rather than only by its
+// periodic scan: at the callback deadline on entering the wait, at the
+// heartbeat deadline on each heartbeat.
+func TestWaitsScheduleAWakeAtTheirDeadline(t *testing.T) {
+	n, s := deployable(t)
+	in := input(t, n, s, "direct")
+	if w := find[Wake](t, Step(in, OperatorRequest{Request: *s.Request})); !w.At.Equal(t0.Add(30 * time.Minute)) {
+		t.Errorf("wake at %v, want the callback deadline %v", w.At, t0.Add(30*time.Minute))
+	}
+	beat := t0.Add(-5 * time.Second)
+	in = input(t, node(proto.StateCleanWait, proto.StateAvailable), withAgent(flowstate.State{HeartbeatPending: beat}), "direct")
+	if w := find[Wake](t, Step(in, Classify(in))); !w.At.Equal(beat.Add(time.Minute)) {
+		t.Errorf("wake at %v, want the heartbeat deadline %v", w.At, beat.Add(time.Minute))
+	}
+}
