@@ -18,7 +18,7 @@ func Apply(n *proto.Node, u Update, now time.Time) error {
 	}
 	var moveErr error
 	if u.Move != "" {
-		moveErr = Move(n, u.Move, now)
+		moveErr = move(n, u.Move, now)
 		if moveErr != nil && !u.Force {
 			return moveErr
 		}
@@ -32,8 +32,8 @@ func Apply(n *proto.Node, u Update, now time.Time) error {
 	return moveErr
 }
 
-// Move takes the state-machine arrow ev.
-func Move(n *proto.Node, ev state.Event, now time.Time) error {
+// move takes the state-machine arrow ev.
+func move(n *proto.Node, ev state.Event, now time.Time) error {
 	sn := state.Node{State: n.ProvisionState, Maintenance: n.Maintenance, Protected: n.Protected, Retired: n.Retired}
 	if n.TargetProvisionState != nil {
 		sn.Target = *n.TargetProvisionState

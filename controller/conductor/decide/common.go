@@ -1,7 +1,6 @@
 package decide
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"time"
@@ -209,7 +208,3 @@ func actionFailed(in Input, ev ActionFailed) []Action {
 	}
 	return fail(in, ErrorRule(ev.Action).Prefix+msg)
 }
-
-// ErrNoAgentClient is an AgentCommandsRead error when no agent client is
-// configured.
-var ErrNoAgentClient = errors.New("no agent client")

@@ -225,7 +225,7 @@ func TestCustomAgentWithoutDeployStepsWarnsAndPlansNoImage(t *testing.T) {
 	n, s := requested(t, proto.StateAvailable, proto.NoState, proto.VerbActive)
 	in := input(t, n, s, "custom-agent")
 	want(t, Step(in, OperatorRequest{Request: *s.Request}), "history WARNING", "prepare ramdisk", "power on", "move wait")
-	plan, _ := Plan(input(t, node(proto.StateDeployWait, proto.StateActive), flowstate.State{}, "custom-agent"), proto.StepDeploy, AgentSteps(agentDeploySteps))
+	plan, _ := Plan(input(t, node(proto.StateDeployWait, proto.StateActive), flowstate.State{}, "custom-agent"), proto.StepDeploy, agentSteps(agentDeploySteps))
 	for _, s := range plan {
 		if s.Step.Step == "write_image" {
 			t.Errorf("custom-agent plan has write_image (priority %d); want it only when the operator asks", s.Priority)

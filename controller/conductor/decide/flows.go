@@ -126,7 +126,7 @@ func inspected(in Input, ev Inspected) []Action {
 // PXE interface, properties for scheduling, then powers the machine off.
 func inventoryRead(in Input, ev InventoryRead) []Action {
 	n := in.Node
-	props, macs, pxe, err := SummarizeInventory(ev.Raw, ev.Plugin)
+	props, macs, pxe, err := summarizeInventory(ev.Raw, ev.Plugin)
 	if err != nil {
 		return fail(in, fmt.Sprintf("Inspection of node %s: %v", n.UUID, err))
 	}

@@ -58,7 +58,7 @@ func TestCommandProgress(t *testing.T) {
 		{"garbage", proto.CommandRunning, `{"progress":"half"}`, proto.CommandProgress{}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := CommandProgress(proto.CommandResult{CommandStatus: tc.status, CommandResult: json.RawMessage(tc.result)})
+			got, ok := commandProgress(proto.CommandResult{CommandStatus: tc.status, CommandResult: json.RawMessage(tc.result)})
 			if ok != tc.ok || got != tc.want {
 				t.Errorf("got %+v, %v; want %+v, %v", got, ok, tc.want, tc.ok)
 			}

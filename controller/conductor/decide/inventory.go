@@ -32,9 +32,9 @@ type inventorySummary struct {
 	} `json:"boot"`
 }
 
-// SummarizeInventory derives scheduling properties and the MACs to create
+// summarizeInventory derives scheduling properties and the MACs to create
 // ports for from an inventory (spec §3.6: cpus, memory_mb, local_gb, cpu_arch).
-func SummarizeInventory(raw, plugin json.RawMessage) (props proto.Dict, macs []string, pxe string, err error) {
+func summarizeInventory(raw, plugin json.RawMessage) (props proto.Dict, macs []string, pxe string, err error) {
 	var inv inventorySummary
 	if err := json.Unmarshal(raw, &inv); err != nil {
 		return nil, nil, "", fmt.Errorf("decode inventory: %w", err)

@@ -57,9 +57,9 @@ func isDriverStep(in Input, s proto.StepCall) bool {
 	return slices.ContainsFunc(in.DriverSteps, func(d proto.Step) bool { return d.Interface == s.Interface && d.Step == s.Step.Step })
 }
 
-// AgentSteps flattens get_X_steps's answer, best manager first per step name
+// agentSteps flattens get_X_steps's answer, best manager first per step name
 // (the agent already deduplicated; keep the first occurrence).
-func AgentSteps(res proto.StepsResult) []proto.Step {
+func agentSteps(res proto.StepsResult) []proto.Step {
 	managers := make([]string, 0, len(res.Steps))
 	for m := range res.Steps {
 		managers = append(managers, m)

@@ -64,7 +64,7 @@ func stepsListed(in Input, ev AgentStepsListed) []Action {
 
 // planned records the plan and runs it.
 func planned(in Input, ev AgentStepsListed, image *proto.PrepareImageParams, hbAt time.Time) []Action {
-	plan, err := Plan(in, ev.Kind, AgentSteps(ev.Result))
+	plan, err := Plan(in, ev.Kind, agentSteps(ev.Result))
 	if err != nil {
 		return fail(in, fmt.Sprintf("Node %s: %v", in.Node.UUID, err))
 	}
@@ -236,10 +236,10 @@ func finishSteps(in Input, kind proto.StepKind, cur proto.ProvisionState) []Acti
 		Flow: func(s *flowstate.State) { s.ClearFlow(); s.ForgetAgent(); s.ForgetOperatorSteps() }})
 }
 
-// CommandProgress reads the progress a RUNNING agent command reports in its
+// commandProgress reads the progress a RUNNING agent command reports in its
 // command_result ({"progress": {...}}, a Kiln agent extension; IPA reports
 // none and ok is false).
-func CommandProgress(cmd proto.CommandResult) (p proto.CommandProgress, ok bool) {
+func commandProgress(cmd proto.CommandResult) (p proto.CommandProgress, ok bool) {
 	if cmd.CommandStatus != proto.CommandRunning || len(cmd.CommandResult) == 0 {
 		return p, false
 	}
@@ -256,7 +256,7 @@ func CommandProgress(cmd proto.CommandResult) (p proto.CommandProgress, ok bool)
 // it, on the node (driver_internal_info.kiln_progress), where the API, the
 // event stream and the metrics read it; nothing when it did not change.
 func recordProgress(in Input, cur proto.StepCall, cmd proto.CommandResult) []Action {
-	p, ok := CommandProgress(cmd)
+	p, ok := commandProgress(cmd)
 	if !ok {
 		return nil
 	}
