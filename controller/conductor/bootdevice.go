@@ -2,13 +2,9 @@ package conductor
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/kilnhq/kiln/controller/driver"
-	"github.com/kilnhq/kiln/controller/flowstate"
-	"github.com/kilnhq/kiln/controller/secrets"
 	"github.com/kilnhq/kiln/proto"
 )
 
@@ -16,85 +12,20 @@ import (
 // waits a little longer for the answer.
 const managementCallTimeout = 30 * time.Second
 
-// runManagementRequest carries out the boot-device request the API
-// recorded (this runs under the node's reservation) and records the
-// answer the API is waiting for, with the BMC check it amounts to.
-func (f *flow) runManagementRequest(ctx context.Context) error {
-	fs, _ := flowstate.Of(f.n)
-	if fs.ManagementRequest == nil {
-		return nil
-	}
-	req := *fs.ManagementRequest
-	res := proto.ManagementResult{ID: req.ID}
-	cctx, cancel := context.WithTimeout(ctx, managementCallTimeout)
+// managementCall makes the boot-device call the API recorded (under the
+// node's reservation): set the device, or read it back from the BMC.
+func (f *flow) managementCall(ctx context.Context, req proto.ManagementRequest) (driver.BootDeviceState, error) {
+	ctx, cancel := context.WithTimeout(ctx, managementCallTimeout)
 	defer cancel()
-	var err error
-	operation := "get boot device"
 	switch req.Op {
 	case proto.OpSetBootDevice:
-		operation = "set boot device"
-		err = f.ifs.Management.SetBootDevice(cctx, f.n, req.BootDevice, req.Persistent)
-		if err == nil {
-			res.BootDevice, res.Persistent = &req.BootDevice, &req.Persistent
-		}
+		return driver.BootDeviceState{}, f.ifs.Management.SetBootDevice(ctx, f.n, req.BootDevice, req.Persistent)
 	case proto.OpGetBootDevice:
 		r, ok := f.ifs.Management.(driver.BootDeviceReader)
 		if !ok {
-			err = driver.InvalidParameterf("the %s management interface cannot read the boot device", f.n.ManagementInterface)
-			break
+			return driver.BootDeviceState{}, driver.InvalidParameterf("the %s management interface cannot read the boot device", f.n.ManagementInterface)
 		}
-		var st driver.BootDeviceState
-		if st, err = r.ReadBootDevice(cctx, f.n); err == nil {
-			res.Persistent = &st.Persistent
-			if st.Device != "" {
-				res.BootDevice = &st.Device
-			}
-		}
-	default:
-		err = driver.InvalidParameterf("unknown management operation %q", req.Op)
+		return r.ReadBootDevice(ctx, f.n)
 	}
-	if ctx.Err() != nil {
-		return ctx.Err() // stopping: the request stays for whoever runs next
-	}
-	check := proto.BMCCheck{At: time.Now(), Operation: operation}
-	if err != nil {
-		res.Error = secrets.Scrub(fmt.Sprintf("Failed to %s for node %s: %v", operation, f.n.UUID, err))
-		res.Invalid = errors.Is(err, driver.ErrInvalidParameter)
-		if !res.Invalid {
-			check.Error = secrets.Scrub(err.Error())
-		}
-		f.c.log.Warn("boot device request failed", "node", f.n.UUID, "op", req.Op, "err", err)
-	}
-	return f.updateFlow(ctx, func(_ *proto.Node, s *flowstate.State) {
-		if s.ManagementRequest != nil && s.ManagementRequest.ID == req.ID {
-			s.ManagementRequest = nil
-		}
-		s.ManagementResult = &res
-		if res.Invalid {
-			return // the BMC was not asked, or refused the value: no news of its health
-		}
-		s.LastBMCCheck = &check
-		if req.Op == proto.OpSetBootDevice && err == nil {
-			s.BootDevice = &flowstate.BootDevice{Device: req.BootDevice, Persistent: req.Persistent}
-		}
-	})
-}
-
-// failManagementRequest answers a pending boot-device request with msg
-// (the node's hardware type cannot be resolved).
-func failManagementRequest(s *flowstate.State, msg string) {
-	if s.ManagementRequest == nil {
-		return
-	}
-	s.ManagementResult = &proto.ManagementResult{ID: s.ManagementRequest.ID, Error: msg}
-	s.ManagementRequest = nil
-}
-
-// recordBMCCheck records a failed exchange with the BMC as the node's last
-// BMC check, for GET …/validate to show (scrubbed of credentials).
-func (f *flow) recordBMCCheck(ctx context.Context, operation string, err error) {
-	check := proto.BMCCheck{At: time.Now(), Operation: operation, Error: secrets.Scrub(err.Error())}
-	if uerr := f.updateFlow(ctx, func(_ *proto.Node, s *flowstate.State) { s.LastBMCCheck = &check }); uerr != nil {
-		f.c.log.Warn("record BMC check", "node", f.n.UUID, "err", uerr)
-	}
+	return driver.BootDeviceState{}, driver.InvalidParameterf("unknown management operation %q", req.Op)
 }

@@ -109,6 +109,7 @@ type Conductor struct {
 
 	live  liveness
 	power *powerSync
+	wakes wakes
 }
 
 // New builds a conductor; Run starts it.
@@ -165,6 +166,7 @@ func (c *Conductor) Run(ctx context.Context) error {
 	}
 	<-ctx.Done()
 	wg.Wait()
+	c.stopWakes()
 	unreg, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := c.st.UnregisterConductor(unreg, c.cfg.Name); err != nil {

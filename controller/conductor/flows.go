@@ -3,11 +3,12 @@ package conductor
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/kilnhq/kiln/controller/agentclient"
+	"github.com/kilnhq/kiln/controller/conductor/decide"
 	"github.com/kilnhq/kiln/controller/deploy"
 	"github.com/kilnhq/kiln/controller/driver"
 	"github.com/kilnhq/kiln/controller/flowstate"
@@ -15,326 +16,261 @@ import (
 	"github.com/kilnhq/kiln/proto"
 )
 
-// usesAgent reports whether the node's deploy interface does its work through
-// the ramdisk agent (and so cleaning and deploying boot it).
-func (f *flow) usesAgent() bool {
-	switch f.ifs.Deploy {
-	case "direct", "custom-agent":
-		return true
-	}
-	return false
-}
+// This file is the executor: it asks the decision core (package decide)
+// what to do, does it — BMC, agent and store calls, under the node's
+// reservation — and feeds what comes back to the core as the next event.
 
-// startRamdisk boots the agent: boot interface prepares the ramdisk, the
-// machine is (re)started, and the node waits for the agent's first heartbeat.
-func (f *flow) startRamdisk(ctx context.Context, kernelArgs map[string]string) error {
-	n := f.n
-	// A bad document would boot a host that never reaches us: refuse now.
-	if _, err := driver.NetworkData(n); err != nil {
-		return fmt.Errorf("Cannot boot the agent ramdisk: %v", err)
+// maxDecisions bounds the decisions one pass over a node makes, as a safety
+// net: a flow needs a handful (a request, then each answer it waits on).
+const maxDecisions = 64
+
+// act decides what the node needs now and does it, until nothing is left.
+func (f *flow) act(ctx context.Context) error {
+	ifs, err := driver.Resolve(f.n)
+	if err != nil {
+		_, err := f.perform(ctx, decide.Step(f.input(flowstate.State{}), decide.DriverUnavailable{Err: err}))
+		return err
 	}
-	args := map[string]string{"ipa-api-url": f.c.cfg.APIURL}
-	for k, v := range kernelArgs {
-		args[k] = v
-	}
-	params := driver.RamdiskParams{KernelArgs: args}
-	if carrier, ok := f.ifs.Boot.(driver.AgentTokenCarrier); ok && carrier.CarriesAgentToken(n) {
-		// A virtual-media ISO carries its token: an agent booted from it
-		// cannot be told apart by MAC lookups on a shared network, so it
-		// gets the token on its kernel command line (Ironic does the same).
-		params.AgentToken = agentclient.NewToken()
-		if err := f.updateFlow(ctx, func(_ *proto.Node, s *flowstate.State) {
-			s.Agent.Token, s.Agent.TokenPregenerated = params.AgentToken, true
-		}); err != nil {
+	f.ifs = ifs
+	var ev decide.Event
+	for range maxDecisions {
+		fs, err := flowstate.Of(f.n)
+		if err != nil {
+			_, err := f.perform(ctx, decide.Step(f.input(fs), decide.BadState{Err: err}))
 			return err
 		}
-		n = f.n
+		in := f.input(fs)
+		if ev == nil {
+			if ev = decide.Classify(in); ev == nil {
+				return nil
+			}
+			if _, ok := ev.(decide.OperatorRequest); ok {
+				f.c.log.Info("starting flow", "node", f.n.UUID, "verb", fs.Request.Verb, "state", f.n.ProvisionState)
+			}
+		}
+		if ev, err = f.perform(ctx, decide.Step(in, ev)); err != nil {
+			return err
+		}
 	}
-	if err := f.ifs.Boot.PrepareRamdisk(ctx, n, params); err != nil {
-		return fmt.Errorf("Failed to prepare node %s to boot the agent ramdisk: %v", n.UUID, err)
+	f.c.log.Warn("node still has work after a full pass; it is looked at again next scan", "node", f.n.UUID, "state", f.n.ProvisionState)
+	return nil
+}
+
+func (f *flow) input(fs flowstate.State) decide.Input {
+	return decide.Input{Node: f.n, State: fs, Deploy: f.ifs.Deploy, Now: time.Now(), Config: f.c.decideConfig()}
+}
+
+// fatal marks an error that ends the pass (the store failed, or the
+// conductor is stopping) rather than an action's failure.
+type fatal struct{ error }
+
+// perform carries out acts in order. It returns the event the last action
+// answered with, or ActionFailed for the first action that failed.
+func (f *flow) perform(ctx context.Context, acts []decide.Action) (decide.Event, error) {
+	for _, a := range acts {
+		ev, err := f.do(ctx, a)
+		if err == nil {
+			if ev != nil {
+				return ev, nil
+			}
+			continue
+		}
+		var fe fatal
+		if errors.As(err, &fe) {
+			return nil, fe.error
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err() // stopping: whoever runs next redoes it
+		}
+		if decide.ErrorRule(a).Ignore {
+			f.c.log.Info("best-effort action failed", "node", f.n.UUID, "action", fmt.Sprintf("%T", a), "err", err)
+			continue
+		}
+		return decide.ActionFailed{Action: a, Err: err}, nil
 	}
-	target := proto.PowerRebooting
-	if n.PowerState == nil || *n.PowerState != proto.PowerOn {
-		target = proto.PowerOn
+	return nil, nil
+}
+
+// do carries out one action.
+func (f *flow) do(ctx context.Context, a decide.Action) (decide.Event, error) {
+	n := f.n
+	switch a := a.(type) {
+	case decide.Update:
+		return nil, f.apply(ctx, a)
+	case decide.History:
+		f.history(ctx, a.Severity, a.Event)
+	case decide.SetPower:
+		return nil, f.setPower(ctx, a.Target, a.Timeout)
+	case decide.SetBootDevice:
+		return nil, f.ifs.Management.SetBootDevice(ctx, n, a.Device, a.Persistent)
+	case decide.PrepareRamdisk:
+		return nil, f.prepareRamdisk(ctx, a.KernelArgs)
+	case decide.CleanUpRamdisk:
+		return nil, f.ifs.Boot.CleanUpRamdisk(ctx, n)
+	case decide.PrepareInstance:
+		return nil, f.ifs.Boot.PrepareInstance(ctx, n)
+	case decide.Validate:
+		switch a.Interface {
+		case "power":
+			return nil, f.ifs.Power.Validate(ctx, n)
+		case "boot":
+			return nil, f.ifs.Boot.Validate(ctx, n)
+		case "inspect":
+			return nil, f.ifs.Inspect.Validate(ctx, n)
+		}
+		return nil, fmt.Errorf("no %s interface to validate", a.Interface)
+	case decide.ReadPower:
+		ps, err := f.ifs.Power.GetPowerState(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		return decide.PowerRead{State: ps}, nil
+	case decide.Inspect:
+		res, async, err := f.ifs.Inspect.Inspect(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		return decide.Inspected{Result: res, Async: async}, nil
+	case decide.ReadInventory:
+		raw, plugin, err := f.c.st.GetInventory(ctx, n.UUID)
+		if err != nil {
+			return nil, err
+		}
+		return decide.InventoryRead{Raw: raw, Plugin: plugin}, nil
+	case decide.CreatePorts:
+		return nil, f.createPorts(ctx, a.MACs, a.PXE)
+	case decide.StoreInventory:
+		return nil, f.c.st.PutInventory(ctx, n.UUID, a.Raw, a.Plugin)
+	case decide.FakeDeploy:
+		return nil, driver.FakeDeploy(ctx, n)
+	case decide.AgentGetSteps:
+		if f.c.cfg.Agent == nil {
+			return nil, nil
+		}
+		res, err := f.c.cfg.Agent.GetSteps(ctx, agentOf(n), a.Kind, nodeForAgent(n), f.portsNoErr(ctx))
+		return decide.AgentStepsListed{Kind: a.Kind, Result: res, Err: err, HeartbeatAt: a.HeartbeatAt}, nil
+	case decide.BuildImageArgs:
+		args, err := imageArgs(n)
+		if err != nil {
+			return nil, err
+		}
+		return decide.ImageArgsBuilt{Listed: a.Listed, Args: args, HeartbeatAt: a.Listed.HeartbeatAt}, nil
+	case decide.AgentCommands:
+		if f.c.cfg.Agent == nil {
+			return nil, nil
+		}
+		ag := agentOf(n)
+		cmds, err := f.c.cfg.Agent.Commands(ctx, ag)
+		if err != nil {
+			f.c.log.Warn("read agent commands", "node", n.UUID, "agent", ag.URL, "err", err)
+		}
+		return decide.AgentCommandsRead{Kind: a.Kind, Commands: cmds, Err: err, HeartbeatAt: a.HeartbeatAt}, nil
+	case decide.AgentExecute:
+		_, err := f.c.cfg.Agent.ExecuteStep(ctx, agentOf(n), a.Kind, a.Step, nodeForAgent(n), f.portsNoErr(ctx), a.Versions)
+		if !a.HeartbeatAt.IsZero() {
+			f.c.lat.add(time.Since(a.HeartbeatAt))
+		}
+		return nil, err
+	case decide.AgentPowerOff:
+		if ag := agentOf(n); ag.URL != "" && f.c.cfg.Agent != nil {
+			actx, cancel := context.WithTimeout(ctx, a.Timeout)
+			defer cancel()
+			return nil, f.c.cfg.Agent.PowerOff(actx, ag)
+		}
+	case decide.AgentPartitionUUIDs:
+		uuids, err := f.c.cfg.Agent.GetPartitionUUIDs(ctx, agentOf(n))
+		if err != nil {
+			return nil, err
+		}
+		return nil, f.updateFlow(ctx, func(_ *proto.Node, s *flowstate.State) { s.PartitionUUIDs = &uuids })
+	case decide.AgentFinalizeRescue:
+		return nil, f.c.cfg.Agent.FinalizeRescue(ctx, agentOf(n), a.Password, false)
+	case decide.DriverStep:
+		return nil, f.conductorStep(ctx, a.Step)
+	case decide.Wake:
+		f.c.wakeAt(n.UUID, a.At)
+	case decide.ManagementCall:
+		st, err := f.managementCall(ctx, a.Request)
+		if ctx.Err() != nil {
+			return nil, fatal{ctx.Err()} // stopping: the request stays for whoever runs next
+		}
+		if err != nil {
+			f.c.log.Warn("boot device request failed", "node", n.UUID, "op", a.Request.Op, "err", err)
+		}
+		return decide.ManagementAnswered{Request: a.Request, Device: st, Err: err}, nil
+	default:
+		return nil, fatal{fmt.Errorf("conductor: no executor for action %T", a)}
 	}
-	if err := f.setPower(ctx, target, 0); err != nil {
-		return err
+	return nil, nil
+}
+
+// apply commits one decided change of the node.
+func (f *flow) apply(ctx context.Context, u decide.Update) error {
+	from := f.n.ProvisionState
+	var moveErr error
+	n, err := f.c.st.UpdateNode(ctx, f.n.UUID, func(n *proto.Node) error {
+		moveErr = decide.Apply(n, u, time.Now())
+		if moveErr != nil && !u.Force {
+			return moveErr
+		}
+		guardSecrets(n)
+		return nil
+	})
+	if err != nil {
+		return fatal{fmt.Errorf("update node %s: %w", f.n.UUID, err)}
+	}
+	f.n = n
+	if u.Move == state.EvFail {
+		msg := ""
+		if n.LastError != nil {
+			msg = *n.LastError
+		}
+		f.c.log.Warn("node flow failed", "node", n.UUID, "from", from, "to", n.ProvisionState, "error", msg)
 	}
 	return nil
 }
 
-// enterWait moves the node into its wait state with a fresh flow record.
-func (f *flow) enterWait(ctx context.Context, fn func(n *proto.Node, s *flowstate.State)) error {
-	return f.transition(ctx, state.EvWait, func(n *proto.Node) {
-		flowstate.Update(n, func(s *flowstate.State) {
-			s.ResetPlan()
-			s.HeartbeatPending = time.Time{}
-			if fn != nil {
-				fn(n, s)
-			}
-			s.Request = nil
-		})
-	})
-}
-
-// startCleaning begins automated (target available) or manual (target
-// manageable) cleaning.
-func (f *flow) startCleaning(ctx context.Context, req flowstate.Request) error {
-	n := f.n
-	manual := n.TargetProvisionState != nil && *n.TargetProvisionState == proto.StateManageable
-	manualSteps := req.CleanSteps
-	skip := !manual && n.AutomatedClean != nil && !*n.AutomatedClean
-	if skip || !f.usesAgent() {
-		// Nothing to run in-band: automated cleaning is off, or the deploy
-		// interface has no agent (fake).
-		if !skip {
-			if err := driver.FakeDeploy(ctx, n); err != nil {
-				return f.fail(ctx, fmt.Sprintf("Cleaning of node %s failed: %v", n.UUID, err))
-			}
-		}
-		return f.transition(ctx, state.EvDone, func(n *proto.Node) { clearFlow(n) })
-	}
-	if err := f.startRamdisk(ctx, nil); err != nil {
-		return f.fail(ctx, err.Error())
-	}
-	return f.enterWait(ctx, func(_ *proto.Node, s *flowstate.State) {
-		s.ManualCleanSteps = nil
-		if manual {
-			s.ManualCleanSteps = manualSteps
-		}
-	})
-}
-
-// startDeploy begins deploy or rebuild.
-func (f *flow) startDeploy(ctx context.Context, req flowstate.Request) error {
-	n := f.n
-	switch f.ifs.Deploy {
-	case "direct":
-		if _, err := deploy.ImageInfo(n); err != nil {
-			return f.fail(ctx, fmt.Sprintf("Failed to validate deploy for node %s: %v", n.UUID, err))
-		}
-	case "custom-agent":
-	case "ramdisk":
-		if err := f.startRamdisk(ctx, nil); err != nil {
-			return f.fail(ctx, err.Error())
-		}
-		return f.transition(ctx, state.EvDone, func(n *proto.Node) { clearFlow(n) })
-	default:
-		// fake: the instance is "deployed" after the configured delay.
-		if err := driver.FakeDeploy(ctx, n); err != nil {
-			return f.fail(ctx, fmt.Sprintf("Deploy of node %s failed: %v", n.UUID, err))
-		}
-		if err := f.setPower(ctx, proto.PowerOn, 0); err != nil {
-			return f.fail(ctx, err.Error())
-		}
-		return f.transition(ctx, state.EvDone, func(n *proto.Node) { clearFlow(n) })
-	}
-	user := req.DeploySteps
-	if f.ifs.Deploy == "custom-agent" && len(user) == 0 {
-		f.history(ctx, "WARNING", "custom-agent deploy without deploy_steps: only the instance boot runs")
-	}
-	if err := f.startRamdisk(ctx, nil); err != nil {
-		return f.fail(ctx, err.Error())
-	}
-	return f.enterWait(ctx, func(n *proto.Node, s *flowstate.State) {
-		n.DeployStep = proto.Dict{"interface": "deploy", "step": "deploy", "priority": 100, "args": proto.Dict{}}
-		s.UserDeploySteps = user
-	})
-}
-
-// startDelete tears an instance down (undeploy), then cleans automatically.
-func (f *flow) startDelete(ctx context.Context) error {
-	n := f.n
-	if err := f.setPower(ctx, proto.PowerOff, 0); err != nil {
-		return f.fail(ctx, fmt.Sprintf("Error while tearing down node %s: %v", n.UUID, err))
-	}
-	if err := f.ifs.Boot.CleanUpRamdisk(ctx, n); err != nil {
-		return f.fail(ctx, fmt.Sprintf("Error while tearing down node %s: %v", n.UUID, err))
-	}
-	if err := f.transition(ctx, state.EvClean, func(n *proto.Node) {
-		n.InstanceInfo = proto.Dict{}
-		n.InstanceUUID = nil
-		flowstate.Update(n, func(s *flowstate.State) { s.PartitionUUIDs = nil })
-	}); err != nil {
+// setPower drives the BMC and records the state it reached.
+func (f *flow) setPower(ctx context.Context, target proto.PowerState, timeout time.Duration) error {
+	if err := f.ifs.Power.SetPowerState(ctx, f.n, target, timeout); err != nil {
 		return err
 	}
-	return f.startCleaning(ctx, flowstate.Request{Verb: "clean"})
+	final := target
+	switch target {
+	case proto.PowerRebooting, proto.PowerSoftReboot:
+		final = proto.PowerOn
+	case proto.PowerSoftOff:
+		final = proto.PowerOff
+	}
+	if err := f.update(ctx, func(n *proto.Node) { n.PowerState = &final; n.TargetPowerState = nil }); err != nil {
+		return fatal{err}
+	}
+	return nil
 }
 
-// startInspection runs the inspect interface; in-band inspection boots the
-// agent and waits for its inventory.
-func (f *flow) startInspection(ctx context.Context) error {
-	n := f.n
-	if err := f.ifs.Inspect.Validate(ctx, n); err != nil {
-		return f.fail(ctx, fmt.Sprintf("Failed to inspect node %s: %v", n.UUID, err))
-	}
-	res, async, err := f.ifs.Inspect.Inspect(ctx, n)
-	if err != nil {
-		return f.fail(ctx, fmt.Sprintf("Failed to inspect node %s: %v", n.UUID, err))
-	}
-	if !async {
-		if err := f.createPorts(ctx, res.MACs, ""); err != nil {
-			return f.fail(ctx, err.Error())
-		}
-		return f.transition(ctx, state.EvDone, func(n *proto.Node) {
-			for k, v := range res.Properties {
-				n.Properties[k] = v
-			}
-			n.InspectionStartedAt, n.InspectionFinishedAt = proto.Now(), proto.Now()
-			clearFlow(n)
-		})
-	}
-	args := map[string]string{"ipa-inspection-callback-url": strings.TrimSuffix(f.c.cfg.APIURL, "/") + "/v1/continue_inspection"}
-	if err := f.startRamdisk(ctx, args); err != nil {
-		return f.fail(ctx, err.Error())
-	}
-	return f.enterWait(ctx, func(n *proto.Node, s *flowstate.State) {
-		n.InspectionStartedAt = proto.Now()
-		n.InspectionFinishedAt = nil
-		s.InspectionPending = false
-	})
-}
-
-// finishInspection applies the inventory the agent delivered: ports for its
-// PXE interface, properties for scheduling, then powers the machine off.
-func (f *flow) finishInspection(ctx context.Context) error {
-	n := f.n
-	raw, plugin, err := f.c.st.GetInventory(ctx, n.UUID)
-	if err != nil {
-		return f.fail(ctx, fmt.Sprintf("Inspection of node %s: reading the stored inventory: %v", n.UUID, err))
-	}
-	props, macs, pxe, err := summarizeInventory(raw, plugin)
-	if err != nil {
-		return f.fail(ctx, fmt.Sprintf("Inspection of node %s: %v", n.UUID, err))
-	}
-	ruled, err := f.applyInspectionRules(ctx, props, raw, plugin)
-	if err != nil {
-		return f.fail(ctx, fmt.Sprintf("Inspection of node %s: %v", n.UUID, err))
-	}
-	if err := f.createPorts(ctx, macs, pxe); err != nil {
-		return f.fail(ctx, err.Error())
-	}
-	if err := f.setPower(ctx, proto.PowerOff, 0); err != nil {
-		return f.fail(ctx, err.Error())
-	}
-	_ = f.ifs.Boot.CleanUpRamdisk(ctx, n)
-	if err := f.transition(ctx, state.EvResume, nil); err != nil {
-		return err
-	}
-	return f.transition(ctx, state.EvDone, func(n *proto.Node) {
-		for k, v := range props {
-			n.Properties[k] = v
-		}
-		ruled.copyTo(n)
-		n.InspectionFinishedAt = proto.Now()
-		clearFlow(n)
-		forgetAgent(n)
-	})
-}
-
-// abortCleanup finishes an abort the API recorded: the node is already in its
-// failed state; stop the agent and power the machine off.
-func (f *flow) abortCleanup(ctx context.Context) error {
-	n := f.n
-	if u := agentOf(n); u.URL != "" && f.c.cfg.Agent != nil {
-		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_ = f.c.cfg.Agent.PowerOff(actx, u)
-		cancel()
-	}
-	err := f.setPower(ctx, proto.PowerOff, 0)
-	_ = f.ifs.Boot.CleanUpRamdisk(ctx, n)
-	return f.update(ctx, func(n *proto.Node) {
-		var from proto.ProvisionState
-		if fs, _ := flowstate.Of(n); fs.Request != nil {
-			from = fs.Request.From
-		}
-		msg := state.AbortedReason(from)
-		if err != nil {
-			msg += "; powering off failed: " + err.Error()
-		}
-		n.LastError = &msg
-		clearFlow(n)
-	})
-}
-
-// continueSteps acts on an agent heartbeat in clean wait or wait call-back.
-func (f *flow) continueSteps(ctx context.Context, kind proto.StepKind) error {
-	n := f.n
-	fs, _ := flowstate.Of(n)
-	hbAt := fs.HeartbeatPending
-	if err := f.updateFlow(ctx, func(_ *proto.Node, s *flowstate.State) { s.HeartbeatPending = time.Time{} }); err != nil {
-		return err
-	}
-	n = f.n
-	ag := agentOf(n)
-	if ag.URL == "" || f.c.cfg.Agent == nil {
-		return nil
-	}
-	fs, _ = flowstate.Of(n)
-	steps := fs.Steps
-	if steps == nil {
-		// First heartbeat of a freshly booted agent: learn its steps and plan.
-		res, err := f.c.cfg.Agent.GetSteps(ctx, ag, kind, nodeForAgent(n), f.portsNoErr(ctx))
-		if err != nil {
-			return f.fail(ctx, fmt.Sprintf("Node %s: getting %s steps from the agent at %s failed: %v", n.UUID, kind, ag.URL, err))
-		}
-		plan, image, err := f.plan(kind, agentSteps(res))
-		if err != nil {
-			return f.fail(ctx, fmt.Sprintf("Node %s: %v", n.UUID, err))
-		}
-		if plan == nil {
-			plan = []proto.StepCall{} // planned, with nothing to run
-		}
+// prepareRamdisk has the boot interface ready the agent. A virtual-media ISO
+// carries its token: an agent booted from it cannot be told apart by MAC
+// lookups on a shared network, so it gets a fresh token on its kernel
+// command line (Ironic does the same), recorded before the ISO is built.
+func (f *flow) prepareRamdisk(ctx context.Context, kernelArgs map[string]string) error {
+	params := driver.RamdiskParams{KernelArgs: kernelArgs}
+	if carrier, ok := f.ifs.Boot.(driver.AgentTokenCarrier); ok && carrier.CarriesAgentToken(f.n) {
+		params.AgentToken = agentclient.NewToken()
 		if err := f.updateFlow(ctx, func(_ *proto.Node, s *flowstate.State) {
-			s.SetCachedSteps(kind, res.Steps)
-			s.CachedStepsVersions = res.HardwareManagerVersion
-			s.Steps, s.StepIndex, s.StepSent = plan, 0, false
-			s.ImageArgs = image
+			s.Agent.Token, s.Agent.TokenPregenerated = params.AgentToken, true
 		}); err != nil {
-			return err
+			return fatal{err}
 		}
-		return f.runSteps(ctx, kind, hbAt)
 	}
-	idx, sent := fs.StepIndex, fs.StepSent
-	if !sent || idx >= len(steps) {
-		return f.runSteps(ctx, kind, hbAt)
-	}
-	cmds, err := f.c.cfg.Agent.Commands(ctx, ag)
-	if err != nil {
-		// An agent that cannot be asked is waited for; the heartbeat
-		// timeout fails the node if it stays silent.
-		f.c.log.Warn("read agent commands", "node", n.UUID, "agent", ag.URL, "err", err)
-		return nil
-	}
-	cur := withImageArgs(steps[idx], fs)
-	st := agentclient.LastStepStatus(cmds, kind, cur)
-	switch st.State {
-	case agentclient.StepWait:
-		return f.recordProgress(ctx, cur, st.Command)
-	case agentclient.StepFailed:
-		return f.fail(ctx, fmt.Sprintf("Agent returned error for %s step %s on node %s: %s", kind, stepLabel(cur), n.UUID, st.Error))
-	case agentclient.StepVersionMismatch:
-		if kind == proto.StepClean && !isManualClean(n) {
-			// Automated cleaning restarts with the agent's current steps.
-			f.history(ctx, "WARNING", "agent hardware managers changed; restarting automated cleaning")
-			return f.updateFlow(ctx, func(_ *proto.Node, s *flowstate.State) {
-				s.ResetPlan()
-				s.HeartbeatPending = time.Now()
-			})
-		}
-		return f.fail(ctx, fmt.Sprintf("Node %s: the agent's hardware managers changed during %s: %s", n.UUID, kind, st.Error))
-	case agentclient.StepFresh:
-		if !cur.RebootRequested {
-			return f.fail(ctx, fmt.Sprintf("Node %s: the agent restarted while %s step %s was running", n.UUID, kind, stepLabel(cur)))
-		}
-	case agentclient.StepSucceeded:
-	}
-	if err := f.updateFlow(ctx, func(_ *proto.Node, s *flowstate.State) {
-		s.StepIndex, s.StepSent = idx+1, false
-	}); err != nil {
-		return err
-	}
-	return f.runSteps(ctx, kind, hbAt)
+	return f.ifs.Boot.PrepareRamdisk(ctx, f.n, params)
+}
+
+// conductorStep runs a step the decision core hands to the node's
+// out-of-band interfaces (DriverStep: a step of Input.DriverSteps). No
+// interface offers such steps yet; one that does dispatches here by
+// s.Interface.
+func (f *flow) conductorStep(_ context.Context, s proto.StepCall) error {
+	return fmt.Errorf("no interface of node %s runs step %s.%s", f.n.UUID, s.Interface, s.Step.Step)
 }
 
 func (f *flow) portsNoErr(ctx context.Context) []*proto.Port {
@@ -346,35 +282,6 @@ func (f *flow) portsNoErr(ctx context.Context) []*proto.Port {
 		p = []*proto.Port{}
 	}
 	return p
-}
-
-func isManualClean(n *proto.Node) bool {
-	return n.TargetProvisionState != nil && *n.TargetProvisionState == proto.StateManageable
-}
-
-// plan builds the step list of a flow once the agent's steps are known, and
-// for a direct deploy write_image's arguments.
-func (f *flow) plan(kind proto.StepKind, agent []proto.Step) ([]proto.StepCall, *proto.PrepareImageParams, error) {
-	n := f.n
-	fs, err := flowstate.Of(n)
-	if err != nil {
-		return nil, nil, err
-	}
-	if kind == proto.StepService {
-		steps, err := buildCleanSteps(agent, fs.ServiceSteps, true)
-		return steps, nil, err
-	}
-	if kind == proto.StepClean {
-		steps, err := buildCleanSteps(agent, fs.ManualCleanSteps, isManualClean(n))
-		return steps, nil, err
-	}
-	var args *proto.PrepareImageParams
-	if f.ifs.Deploy == "direct" {
-		if args, err = imageArgs(n); err != nil {
-			return nil, nil, err
-		}
-	}
-	return buildDeploySteps(f.ifs.Deploy, agent, fs.UserDeploySteps), args, nil
 }
 
 // imageArgs are write_image's arguments for n: what to write and the
@@ -395,254 +302,4 @@ func imageArgs(n *proto.Node) (*proto.PrepareImageParams, error) {
 		}
 	}
 	return args, nil
-}
-
-// withImageArgs gives write_image its arguments from the flow state, unless
-// the operator's deploy_steps gave it some.
-func withImageArgs(s proto.StepCall, fs flowstate.State) proto.StepCall {
-	if s.Interface == "deploy" && s.Step.Step == "write_image" && s.Args == nil && fs.ImageArgs != nil {
-		s.Image = fs.ImageArgs
-	}
-	return s
-}
-
-func stepLabel(s proto.StepCall) string { return s.Interface + "." + s.Step.Step }
-
-func stepDict(s proto.StepCall) proto.Dict {
-	args := proto.Dict{}
-	for k, v := range s.Args {
-		if k == "configdrive" {
-			v = "******"
-		}
-		args[k] = v
-	}
-	if s.Image != nil {
-		args["image_info"] = s.Image.ImageInfo
-		if len(s.Image.Configdrive) > 0 {
-			args["configdrive"] = "******"
-		}
-	}
-	return proto.Dict{"interface": s.Interface, "step": s.Step.Step, "priority": s.Priority, "args": args}
-}
-
-// runSteps executes the plan from the current index: conductor steps run
-// here, the next agent step is handed to the agent (and the node waits for a
-// heartbeat), and once all are done the flow finishes.
-func (f *flow) runSteps(ctx context.Context, kind proto.StepKind, heartbeatAt time.Time) error {
-	fs, err := flowstate.Of(f.n)
-	if err != nil {
-		return f.fail(ctx, fmt.Sprintf("Node %s: %v", f.n.UUID, err))
-	}
-	steps := fs.Steps
-	work := map[proto.StepKind]proto.ProvisionState{
-		proto.StepClean: proto.StateCleaning, proto.StepDeploy: proto.StateDeploying, proto.StepService: proto.StateServicing,
-	}[kind]
-	for {
-		fs, _ := flowstate.Of(f.n)
-		idx := fs.StepIndex
-		if idx >= len(steps) {
-			return f.finishSteps(ctx, kind)
-		}
-		cur := withImageArgs(steps[idx], fs)
-		if kind == proto.StepDeploy && isConductorStep(cur) {
-			if f.n.ProvisionState != work {
-				if err := f.transition(ctx, state.EvResume, nil); err != nil {
-					return err
-				}
-			}
-			if err := f.update(ctx, func(n *proto.Node) { n.DeployStep = stepDict(cur) }); err != nil {
-				return err
-			}
-			if err := f.conductorStep(ctx, cur); err != nil {
-				return f.fail(ctx, fmt.Sprintf("Deploy step %s failed on node %s: %v", stepLabel(cur), f.n.UUID, err))
-			}
-			if err := f.updateFlow(ctx, func(_ *proto.Node, s *flowstate.State) { s.StepIndex = idx + 1 }); err != nil {
-				return err
-			}
-			continue
-		}
-		// An agent step: hand it over and wait for the heartbeat that says it is done.
-		versions := fs.CachedStepsVersions
-		if versions == nil {
-			versions = map[string]string{}
-		}
-		ag := agentOf(f.n)
-		_, err := f.c.cfg.Agent.ExecuteStep(ctx, ag, kind, cur, nodeForAgent(f.n), f.portsNoErr(ctx), versions)
-		if !heartbeatAt.IsZero() {
-			f.c.lat.add(time.Since(heartbeatAt))
-			heartbeatAt = time.Time{}
-		}
-		if err != nil {
-			return f.fail(ctx, fmt.Sprintf("Node %s: starting %s step %s on the agent at %s failed: %v", f.n.UUID, kind, stepLabel(cur), ag.URL, err))
-		}
-		return f.update(ctx, func(n *proto.Node) {
-			if n.ProvisionState == work {
-				_ = move(n, state.EvWait)
-			}
-			flowstate.Update(n, func(s *flowstate.State) { s.StepSent, s.StepSentAt = true, time.Now() })
-			switch kind {
-			case proto.StepClean:
-				n.CleanStep = stepDict(cur)
-			case proto.StepDeploy:
-				n.DeployStep = stepDict(cur)
-			case proto.StepService:
-				n.ServiceStep = stepDict(cur)
-			}
-		})
-	}
-}
-
-// conductorStep runs one of the deploy interface's own steps.
-func (f *flow) conductorStep(ctx context.Context, s proto.StepCall) error {
-	n := f.n
-	switch s.Step.Step {
-	case "prepare_instance_boot":
-		if f.ifs.Deploy == "direct" {
-			if uuids, err := f.c.cfg.Agent.GetPartitionUUIDs(ctx, agentOf(n)); err == nil {
-				_ = f.updateFlow(ctx, func(_ *proto.Node, s *flowstate.State) { s.PartitionUUIDs = &uuids })
-			} else {
-				f.c.log.Warn("get partition UUIDs", "node", n.UUID, "err", err)
-			}
-		}
-		if err := f.ifs.Boot.PrepareInstance(ctx, f.n); err != nil {
-			return err
-		}
-		return f.ifs.Management.SetBootDevice(ctx, f.n, "disk", true)
-	case "tear_down_agent":
-		if ag := agentOf(n); ag.URL != "" {
-			actx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			err := f.c.cfg.Agent.PowerOff(actx, ag)
-			cancel()
-			if err != nil {
-				f.c.log.Info("agent power off failed; powering off through the BMC", "node", n.UUID, "err", err)
-			}
-		}
-		return f.setPower(ctx, proto.PowerOff, 0)
-	case "switch_to_tenant_network":
-		return nil
-	case "boot_instance":
-		return f.setPower(ctx, proto.PowerOn, 0)
-	}
-	return fmt.Errorf("unknown conductor step %s", stepLabel(s))
-}
-
-// finishSteps ends a clean or deploy flow whose steps all succeeded.
-func (f *flow) finishSteps(ctx context.Context, kind proto.StepKind) error {
-	n := f.n
-	if kind == proto.StepClean {
-		if ag := agentOf(n); ag.URL != "" {
-			actx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			_ = f.c.cfg.Agent.PowerOff(actx, ag)
-			cancel()
-		}
-		if err := f.setPower(ctx, proto.PowerOff, 0); err != nil {
-			return f.fail(ctx, fmt.Sprintf("Failed to tear down cleaning on node %s: %v", n.UUID, err))
-		}
-		_ = f.ifs.Boot.CleanUpRamdisk(ctx, f.n)
-	}
-	if kind == proto.StepService {
-		if err := f.bootInstance(ctx); err != nil {
-			return f.fail(ctx, fmt.Sprintf("Failed to boot node %s back into its instance after servicing: %v", n.UUID, err))
-		}
-	}
-	if waitStates[f.n.ProvisionState] {
-		if err := f.transition(ctx, state.EvResume, nil); err != nil {
-			return err
-		}
-	}
-	return f.transition(ctx, state.EvDone, func(n *proto.Node) {
-		clearFlow(n)
-		forgetAgent(n)
-		flowstate.Update(n, (*flowstate.State).ForgetOperatorSteps)
-		n.ServiceStep = proto.Dict{}
-	})
-}
-
-// bootInstance leaves the ramdisk for the deployed instance: power off, boot
-// from disk, power on.
-func (f *flow) bootInstance(ctx context.Context) error {
-	if ag := agentOf(f.n); ag.URL != "" {
-		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_ = f.c.cfg.Agent.PowerOff(actx, ag)
-		cancel()
-	}
-	if err := f.setPower(ctx, proto.PowerOff, 0); err != nil {
-		return err
-	}
-	if err := f.ifs.Boot.CleanUpRamdisk(ctx, f.n); err != nil {
-		return err
-	}
-	if err := f.ifs.Boot.PrepareInstance(ctx, f.n); err != nil {
-		return err
-	}
-	if err := f.ifs.Management.SetBootDevice(ctx, f.n, "disk", true); err != nil {
-		return err
-	}
-	return f.setPower(ctx, proto.PowerOn, 0)
-}
-
-// startService boots the agent on an active node to run service steps.
-func (f *flow) startService(ctx context.Context, req flowstate.Request) error {
-	n := f.n
-	steps := req.ServiceSteps
-	if len(steps) == 0 {
-		return f.fail(ctx, fmt.Sprintf("Node %s: servicing needs service_steps", n.UUID))
-	}
-	if !f.usesAgent() {
-		if err := driver.FakeDeploy(ctx, n); err != nil {
-			return f.fail(ctx, fmt.Sprintf("Servicing of node %s failed: %v", n.UUID, err))
-		}
-		return f.transition(ctx, state.EvDone, func(n *proto.Node) { clearFlow(n) })
-	}
-	if err := f.startRamdisk(ctx, nil); err != nil {
-		return f.fail(ctx, err.Error())
-	}
-	return f.enterWait(ctx, func(_ *proto.Node, s *flowstate.State) { s.ServiceSteps = steps })
-}
-
-// startRescue boots the agent on an active node as a rescue system.
-func (f *flow) startRescue(ctx context.Context) error {
-	n := f.n
-	if pw, _ := n.InstanceInfo["rescue_password"].(string); pw == "" {
-		return f.fail(ctx, fmt.Sprintf("Node %s: rescue needs a rescue_password", n.UUID))
-	}
-	if !f.usesAgent() {
-		return f.transition(ctx, state.EvDone, func(n *proto.Node) { clearFlow(n) })
-	}
-	if err := f.startRamdisk(ctx, nil); err != nil {
-		return f.fail(ctx, err.Error())
-	}
-	return f.enterWait(ctx, nil)
-}
-
-// finishRescue hands the rescue password to the agent on its first
-// heartbeat: rescue wait → rescue.
-func (f *flow) finishRescue(ctx context.Context) error {
-	n := f.n
-	if err := f.updateFlow(ctx, func(_ *proto.Node, s *flowstate.State) { s.HeartbeatPending = time.Time{} }); err != nil {
-		return err
-	}
-	ag := agentOf(n)
-	pw, _ := n.InstanceInfo["rescue_password"].(string)
-	if err := f.c.cfg.Agent.FinalizeRescue(ctx, ag, pw, false); err != nil {
-		return f.fail(ctx, fmt.Sprintf("Node %s: the agent at %s could not finalize rescue: %v", n.UUID, ag.URL, err))
-	}
-	if err := f.transition(ctx, state.EvResume, nil); err != nil {
-		return err
-	}
-	return f.transition(ctx, state.EvDone, func(n *proto.Node) { clearFlow(n) })
-}
-
-// unrescue boots a rescued node back into its instance.
-func (f *flow) unrescue(ctx context.Context) error {
-	if f.usesAgent() {
-		if err := f.bootInstance(ctx); err != nil {
-			return f.fail(ctx, fmt.Sprintf("Failed to unrescue node %s: %v", f.n.UUID, err))
-		}
-	}
-	return f.transition(ctx, state.EvDone, func(n *proto.Node) {
-		delete(n.InstanceInfo, "rescue_password")
-		clearFlow(n)
-		forgetAgent(n)
-	})
 }

@@ -2,13 +2,11 @@ package conductor
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/google/uuid"
 
 	"github.com/kilnhq/kiln/controller/configdrive"
-	"github.com/kilnhq/kiln/controller/inspection"
 	"github.com/kilnhq/kiln/controller/store"
 	"github.com/kilnhq/kiln/proto"
 )
@@ -65,13 +63,6 @@ func configDriveFor(n *proto.Node) (string, error) {
 	default:
 		return "", fmt.Errorf("instance_info.configdrive must be a string or an object, not %T", cd)
 	}
-}
-
-// summarizeInventory derives scheduling properties and the MACs to create
-// ports for from an inventory (inspection.Summarize).
-func summarizeInventory(raw, _ json.RawMessage) (proto.Dict, []string, string, error) {
-	sum, err := inspection.Summarize(raw)
-	return sum.Properties, sum.MACs, sum.PXE, err
 }
 
 // createPorts adds a port for each MAC the node does not have yet (Ironic's

@@ -14,30 +14,6 @@ import (
 	"github.com/kilnhq/kiln/proto"
 )
 
-func TestCommandProgress(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		status proto.CommandStatus
-		result string
-		want   proto.CommandProgress
-		ok     bool
-	}{
-		{"running with progress", proto.CommandRunning, `{"progress":{"bytes_done":512,"bytes_total":2048,"stage":"write"}}`, proto.CommandProgress{BytesDone: 512, BytesTotal: 2048, Stage: "write"}, true},
-		{"running, IPA (null result)", proto.CommandRunning, `null`, proto.CommandProgress{}, false},
-		{"running, no result", proto.CommandRunning, ``, proto.CommandProgress{}, false},
-		{"running, other result", proto.CommandRunning, `{"clean_result":{}}`, proto.CommandProgress{}, false},
-		{"succeeded", proto.CommandSucceeded, `{"progress":{"bytes_done":1}}`, proto.CommandProgress{}, false},
-		{"garbage", proto.CommandRunning, `{"progress":"half"}`, proto.CommandProgress{}, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, ok := commandProgress(proto.CommandResult{CommandStatus: tc.status, CommandResult: json.RawMessage(tc.result)})
-			if ok != tc.ok || got != tc.want {
-				t.Errorf("got %+v, %v; want %+v, %v", got, ok, tc.want, tc.ok)
-			}
-		})
-	}
-}
-
 // stubAgent answers Commands with a fixed list; the rest is unused here.
 type stubAgent struct {
 	AgentClient
@@ -63,6 +39,7 @@ func TestHeartbeatRecordsStepProgress(t *testing.T) {
 	step := proto.StepCall{Step: proto.Step{Step: "write_image", Interface: "deploy", Priority: 80}}
 	target := proto.StateActive
 	n := &proto.Node{UUID: "3f2c9a8e-0d4b-4e55-9c1a-5b6d7e8f9a01", Driver: "fake-hardware", ProvisionState: proto.StateDeployWait,
+		PowerInterface: "fake", ManagementInterface: "fake", BootInterface: "fake", InspectInterface: "fake", DeployInterface: "direct",
 		TargetProvisionState: &target, DeployStep: proto.Dict{"interface": "deploy", "step": "write_image"},
 		DriverInternalInfo: proto.Dict{
 			proto.InfoAgentURL: "http://192.0.2.1:9999", proto.InfoSteps: []proto.StepCall{step},
@@ -93,7 +70,7 @@ func TestHeartbeatRecordsStepProgress(t *testing.T) {
 			t.Fatal(err)
 		}
 		f := &flow{c: c, n: cur}
-		if err := f.continueSteps(ctx, proto.StepDeploy); err != nil {
+		if err := f.act(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}

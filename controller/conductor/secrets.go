@@ -1,6 +1,7 @@
 package conductor
 
 import (
+	"github.com/kilnhq/kiln/controller/flowstate"
 	"github.com/kilnhq/kiln/controller/secrets"
 	"github.com/kilnhq/kiln/controller/state"
 	"github.com/kilnhq/kiln/proto"
@@ -17,6 +18,6 @@ func guardSecrets(n *proto.Node) {
 		n.LastError = &s
 	}
 	if !state.AgentRuns(n.ProvisionState) {
-		forgetAgent(n)
+		flowstate.Update(n, (*flowstate.State).ForgetAgent)
 	}
 }

@@ -29,6 +29,7 @@ func CheckConfig(impl any, n *proto.Node) error {
 // EachImplementation calls fn for every registered interface
 // implementation, by kind (power, management, boot, inspect) and name.
 func EachImplementation(fn func(kind, name string, impl any)) {
+	ensureLoaded()
 	implMu.RLock()
 	defer implMu.RUnlock()
 	each := func(kind string, names []string, get func(string) any) {

@@ -1,6 +1,10 @@
 package driver
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/kilnhq/kiln/proto"
+)
 
 func TestFakeHardwareDefaults(t *testing.T) {
 	h, ok := Lookup(FakeHardware)
@@ -35,5 +39,23 @@ func TestNames(t *testing.T) {
 	names := Names()
 	if len(names) == 0 || names[0] != FakeHardware {
 		t.Errorf("Names() = %v", names)
+	}
+}
+
+// The fake boot interface sets the disk as the boot device when it prepares
+// the instance, as real boot interfaces do: the conductor sets it no more.
+func TestFakePrepareInstanceBootsFromDisk(t *testing.T) {
+	n := &proto.Node{UUID: "0b9c7f0e-6a55-4bd8-8f2e-3c9d4e5f6a71", Driver: FakeHardware, PowerInterface: "fake", ManagementInterface: "fake",
+		BootInterface: "fake", InspectInterface: "fake", DeployInterface: "fake", DriverInfo: proto.Dict{}}
+	set, err := Resolve(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := set.Boot.PrepareInstance(t.Context(), n); err != nil {
+		t.Fatal(err)
+	}
+	st, err := set.Management.(BootDeviceReader).ReadBootDevice(t.Context(), n)
+	if err != nil || st != (BootDeviceState{Device: "disk", Persistent: true}) {
+		t.Errorf("boot device %+v, %v; want disk, persistent", st, err)
 	}
 }

@@ -177,8 +177,18 @@ func (fakeBoot) PrepareRamdisk(ctx context.Context, n *proto.Node, _ RamdiskPara
 	return fakeAct(ctx, n, "boot")
 }
 func (fakeBoot) CleanUpRamdisk(ctx context.Context, n *proto.Node) error { return nil }
+
+// PrepareInstance makes the disk the persistent boot device, as a real boot
+// interface does, through the node's management interface.
 func (fakeBoot) PrepareInstance(ctx context.Context, n *proto.Node) error {
-	return fakeAct(ctx, n, "boot")
+	if err := fakeAct(ctx, n, "boot"); err != nil {
+		return err
+	}
+	set, err := Resolve(n)
+	if err != nil {
+		return err
+	}
+	return set.Management.SetBootDevice(ctx, n, "disk", true)
 }
 
 func (fakeInspect) Validate(ctx context.Context, n *proto.Node) error { return nil }

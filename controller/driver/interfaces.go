@@ -53,6 +53,8 @@ type Boot interface {
 	Validate(ctx context.Context, n *proto.Node) error
 	PrepareRamdisk(ctx context.Context, n *proto.Node, p RamdiskParams) error
 	CleanUpRamdisk(ctx context.Context, n *proto.Node) error
+	// PrepareInstance makes the machine boot the deployed instance next:
+	// the disk, persistently (the conductor sets no boot device after it).
 	PrepareInstance(ctx context.Context, n *proto.Node) error
 }
 
@@ -76,9 +78,9 @@ type Set struct {
 	Management Management
 	Boot       Boot
 	Inspect    Inspect
-	// Deploy names the deploy flow: fake, direct, custom-agent or ramdisk.
-	// Deploying is sequenced by the conductor; the name selects the steps.
-	Deploy string
+	// Deploy is the deploy interface: deploying is sequenced by the
+	// conductor, its traits select the steps.
+	Deploy DeployInterface
 }
 
 var (
@@ -111,6 +113,7 @@ func RegisterBoot(name string, b Boot) { register(boots, "boot", name, b) }
 func RegisterInspect(name string, i Inspect) { register(inspectors, "inspect", name, i) }
 
 func find[T any](m map[string]T, kind, name, driverName string) (T, error) {
+	ensureLoaded()
 	implMu.RLock()
 	defer implMu.RUnlock()
 	impl, ok := m[name]
@@ -123,7 +126,8 @@ func find[T any](m map[string]T, kind, name, driverName string) (T, error) {
 
 // Resolve returns the implementations a node's fields select.
 func Resolve(n *proto.Node) (Set, error) {
-	if _, ok := Lookup(n.Driver); !ok {
+	hw, ok := Lookup(n.Driver)
+	if !ok {
 		return Set{}, fmt.Errorf("hardware type %q is not enabled", n.Driver)
 	}
 	var ifs Set
@@ -140,6 +144,12 @@ func Resolve(n *proto.Node) (Set, error) {
 	if ifs.Inspect, err = find(inspectors, "inspect", n.InspectInterface, n.Driver); err != nil {
 		return ifs, err
 	}
-	ifs.Deploy = n.DeployInterface
+	deploy := n.DeployInterface
+	if deploy == "" {
+		deploy = hw.Default("deploy") // what the API would have set
+	}
+	if ifs.Deploy, err = find(deploys, "deploy", deploy, n.Driver); err != nil {
+		return ifs, err
+	}
 	return ifs, nil
 }

@@ -2,21 +2,58 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
+	"net/url"
 	"strings"
+	"sync"
 
 	"github.com/kilnhq/kiln/controller/boot"
 	"github.com/kilnhq/kiln/controller/driver"
-	// Hardware types offered by `kiln serve`; each registers itself in init.
-	_ "github.com/kilnhq/kiln/controller/driver/ipmi"
-	_ "github.com/kilnhq/kiln/controller/driver/ipxeboot"
-	"github.com/kilnhq/kiln/controller/driver/redfish"
+	// The hardware types `kiln serve` offers; each registers itself.
+	_ "github.com/kilnhq/kiln/controller/driver/standard"
 	"github.com/kilnhq/kiln/proto"
 )
 
-// shutdownDrivers logs out of the BMC sessions the drivers keep open; serve
-// calls it once the API and the conductor have stopped.
-func shutdownDrivers(ctx context.Context) error { return redfish.Shutdown(ctx) }
+// loadDrivers builds every hardware type with this controller's settings:
+// its logger and its virtual-media ISOs. It returns what logs out of the
+// BMC sessions the drivers keep open, for serve to call once the API and
+// the conductor have stopped.
+func loadDrivers(o serveOptions, log *slog.Logger) (shutdown func(context.Context) error, err error) {
+	files := strings.TrimSuffix(o.apiURL, "/") + "/boot/files"
+	// Virtual media: per-node agent ISOs under --boot-dir/iso/.
+	mediaFiles := files
+	if o.mediaURL != "" {
+		if u, err := url.Parse(o.mediaURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("--media-url %q: want http(s)://host[:port]", o.mediaURL)
+		}
+		mediaFiles = strings.TrimSuffix(o.mediaURL, "/") + "/boot/files"
+	}
+	media := agentISOs{
+		b:        boot.NewISOBuilder(boot.ISOConfig{Dir: o.bootDir, FilesURL: mediaFiles, AgentCA: o.trust.agentCAPEM}),
+		filesURL: files, console: o.bootConsole,
+	}
+	var mu sync.Mutex
+	var hooks []func(context.Context) error
+	env := driver.Env{Log: log, Media: media, OnShutdown: func(f func(context.Context) error) {
+		mu.Lock()
+		defer mu.Unlock()
+		hooks = append(hooks, f)
+	}}
+	if err := driver.Load(env); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error {
+		mu.Lock()
+		defer mu.Unlock()
+		var errs []error
+		for _, f := range hooks {
+			errs = append(errs, f(ctx))
+		}
+		return errors.Join(errs...)
+	}, nil
+}
 
 // agentISOs builds redfish-virtual-media ISOs on this controller: a node's
 // deploy_iso when it names one, else a per-node ISO of the agent in
@@ -29,11 +66,11 @@ type agentISOs struct {
 }
 
 var (
-	_ redfish.ISOBuilder   = agentISOs{}
-	_ redfish.ISOValidator = agentISOs{}
+	_ driver.ISOBuilder   = agentISOs{}
+	_ driver.ISOValidator = agentISOs{}
 )
 
-func (a agentISOs) BuildISO(ctx context.Context, n *proto.Node, p redfish.ISOParams) (string, error) {
+func (a agentISOs) BuildISO(ctx context.Context, n *proto.Node, p driver.ISOParams) (string, error) {
 	if u, _ := n.DriverInfo["deploy_iso"].(string); u != "" {
 		return u, nil
 	}

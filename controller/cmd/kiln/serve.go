@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -26,7 +25,6 @@ import (
 	"github.com/kilnhq/kiln/controller/boot"
 	"github.com/kilnhq/kiln/controller/conductor"
 	"github.com/kilnhq/kiln/controller/driver"
-	"github.com/kilnhq/kiln/controller/driver/redfish"
 	"github.com/kilnhq/kiln/controller/events"
 	"github.com/kilnhq/kiln/controller/metrics"
 	"github.com/kilnhq/kiln/controller/netboot"
@@ -185,6 +183,10 @@ func serve(ctx context.Context, o serveOptions) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	met := metrics.New(reg, st)
 	wst := events.Watch(st, events.PublishTo(bus), met.Observe)
+	shutdownDrivers, err := loadDrivers(o, log)
+	if err != nil {
+		return err
+	}
 	cond := conductor.New(conductor.Config{
 		Store: wst, Agent: agentclient.New(agentclient.Options{Logger: log}), Name: o.conductor, Group: o.group,
 		APIURL: o.apiURL, Log: log, Workers: o.workers, CallbackTimeout: o.callbackTimeout,
@@ -298,18 +300,6 @@ func mountBoot(a *api.Server, st store.Store, o serveOptions, log *slog.Logger) 
 	h := echo.WrapHandler(http.StripPrefix("/boot/files", fs))
 	e.GET("/boot/files/*", h)
 	e.HEAD("/boot/files/*", h)
-	// Virtual media: per-node agent ISOs under --boot-dir/iso/.
-	mediaFiles := files
-	if o.mediaURL != "" {
-		if u, err := url.Parse(o.mediaURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("--media-url %q: want http(s)://host[:port]", o.mediaURL)
-		}
-		mediaFiles = strings.TrimSuffix(o.mediaURL, "/") + "/boot/files"
-	}
-	redfish.SetISOBuilder(agentISOs{
-		b:        boot.NewISOBuilder(boot.ISOConfig{Dir: o.bootDir, FilesURL: mediaFiles, AgentCA: o.trust.agentCAPEM}),
-		filesURL: files, console: o.bootConsole,
-	})
 	// Per-node ramdisks: the agent initramfs with the node's NMState network
 	// data appended, for hosts that have no DHCP.
 	rd := echo.WrapHandler(http.StripPrefix("/boot/ramdisk", boot.NewRamdiskHandler(boot.RamdiskConfig{

@@ -92,8 +92,8 @@ func ParseInfo(n *proto.Node) (Info, error) {
 
 func (in Info) bmc() string { return net.JoinHostPort(in.Address, strconv.Itoa(in.Port)) }
 
-// Driver holds the per-BMC locks and timeouts; the registered interfaces
-// share Default.
+// Driver holds the per-BMC locks and timeouts; the interfaces New builds
+// share one.
 type Driver struct {
 	// Timeout bounds one IPMI exchange (go-ipmi retries within it).
 	Timeout time.Duration
@@ -102,9 +102,6 @@ type Driver struct {
 	mu    sync.Mutex
 	locks map[string]chan struct{}
 }
-
-// Default is the Driver behind the registered interfaces.
-var Default = &Driver{}
 
 func (d *Driver) lock(ctx context.Context, bmc string) (func(), error) {
 	d.mu.Lock()
@@ -362,27 +359,36 @@ func uefi(n *proto.Node) bool {
 }
 
 func init() {
-	driver.RegisterPower(Interface, &Power{D: Default})
-	driver.RegisterManagement(Interface, &Management{D: Default})
-	driver.Register(driver.HardwareType{
-		Name: HardwareType,
-		Supported: map[string][]string{
-			"power":      {Interface},
-			"management": {Interface},
-			"boot":       {"ipxe", "fake"},
-			"inspect":    {"agent", "no-inspect"},
-			"deploy":     {"direct", "custom-agent", "ramdisk"},
-			"network":    {"noop", "flat"},
-			"storage":    {"noop"},
-			"bios":       {"no-bios"},
-			"console":    {"no-console"},
-			"firmware":   {"no-firmware"},
-			"raid":       {"no-raid"},
-			"rescue":     {"no-rescue"},
-			"vendor":     {"no-vendor"},
-		},
-		BootDevices: []string{"pxe", "disk", "safe", "cdrom", "bios"},
-	})
+	driver.RegisterModule(driver.Module{Type: hardwareType, New: New})
+}
+
+// New builds the ipmi interfaces around one Driver (its per-BMC locks).
+func New(driver.Env) (driver.Implementations, error) {
+	d := &Driver{}
+	return driver.Implementations{
+		Power:      map[string]driver.Power{Interface: &Power{D: d}},
+		Management: map[string]driver.Management{Interface: &Management{D: d}},
+	}, nil
+}
+
+var hardwareType = driver.HardwareType{
+	Name: HardwareType,
+	Supported: map[string][]string{
+		"power":      {Interface},
+		"management": {Interface},
+		"boot":       {"ipxe", "fake"},
+		"inspect":    {"agent", "no-inspect"},
+		"deploy":     {"direct", "custom-agent", "ramdisk"},
+		"network":    {"noop", "flat"},
+		"storage":    {"noop"},
+		"bios":       {"no-bios"},
+		"console":    {"no-console"},
+		"firmware":   {"no-firmware"},
+		"raid":       {"no-raid"},
+		"rescue":     {"no-rescue"},
+		"vendor":     {"no-vendor"},
+	},
+	BootDevices: []string{"pxe", "disk", "safe", "cdrom", "bios"},
 }
 
 // CheckConfig implements driver.ConfigChecker: driver_info parses.

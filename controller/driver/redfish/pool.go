@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -27,6 +28,10 @@ import (
 type Pool struct {
 	limits Limits
 	log    *slog.Logger
+	// hwType labels the pool's requests in the BMC metrics; forced are
+	// quirks applied whatever the BMC reports (a vendor variant's).
+	hwType string
+	forced []Quirk
 
 	mu     sync.Mutex
 	conns  map[string]*conn
@@ -38,13 +43,6 @@ type Pool struct {
 func NewPool(l Limits, log *slog.Logger) *Pool {
 	return &Pool{limits: l, log: log, conns: map[string]*conn{}}
 }
-
-// Default is the pool of the registered "redfish" interfaces.
-var Default = NewPool(Limits{}, nil)
-
-// Shutdown logs out of every BMC session the registered interfaces opened;
-// the controller calls it when it stops.
-func Shutdown(ctx context.Context) error { return Default.Close(ctx) }
 
 // Close logs out every cached session and forgets the connections. The pool
 // stays usable: a later operation opens new sessions.
@@ -135,6 +133,7 @@ func (p *Pool) conn(in Info) (*conn, error) {
 		IdleConnTimeout:     60 * time.Second,
 	}
 	tr := newTransport(base, in.Endpoint, in.Username, in.Password, in.AuthType, l, p.log)
+	tr.hwType = p.hwType
 	c := &conn{endpoint: in.Endpoint, base: base, tr: tr, http: &http.Client{Transport: tr}, systems: map[string]string{}}
 	p.conns[key] = c
 	return c, nil
@@ -175,6 +174,7 @@ func (c *conn) fail(what string, err error) error {
 // and the node's system.
 type session struct {
 	*conn
+	pool *Pool
 	info Info
 	api  *gofish.APIClient
 	node *proto.Node
@@ -193,7 +193,7 @@ func (p *Pool) open(ctx context.Context, n *proto.Node) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &session{conn: c, info: in, api: api, node: n}, nil
+	return &session{conn: c, pool: p, info: in, api: api, node: n}, nil
 }
 
 // system reads the node's ComputerSystem (fresh: its ETag guards PATCHes).
@@ -252,10 +252,17 @@ func (s *session) systemPath() (string, error) {
 	return systems[0].ODataID, nil
 }
 
-// quirks returns the quirks that apply to this BMC.
+// quirks returns the quirks that apply to this BMC: those its identity
+// calls for and those its hardware type always applies.
 func (s *session) quirks() []Quirk {
 	s.mu.Lock()
 	v := s.vendor
 	s.mu.Unlock()
-	return QuirksFor(v)
+	q := QuirksFor(v)
+	for _, f := range s.pool.forced {
+		if !slices.ContainsFunc(q, func(x Quirk) bool { return x.Name == f.Name }) {
+			q = append(q, f)
+		}
+	}
+	return q
 }

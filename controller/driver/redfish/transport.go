@@ -96,6 +96,9 @@ type transport struct {
 	limits   Limits
 	sem      chan struct{}
 	log      *slog.Logger
+	// hwType labels its requests in the BMC metrics (a vendor variant's
+	// name; "redfish" when empty).
+	hwType string
 
 	paceMu    sync.Mutex
 	nextStart time.Time
@@ -191,7 +194,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	reauthed := false
 	for attempt := 0; ; attempt++ {
 		resp, err := t.once(ctx, req, body)
-		observe(ctx, req, resp, err)
+		t.observe(ctx, req, resp, err)
 		var le loginError
 		if errors.As(err, &le) {
 			// Logging in retried already; its error names the request.
@@ -239,7 +242,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // observe counts one request to the BMC in the metrics the caller's
 // context carries (driver.ObserveBMC); an error answer counts as failed.
-func observe(ctx context.Context, req *http.Request, resp *http.Response, err error) {
+func (t *transport) observe(ctx context.Context, req *http.Request, resp *http.Response, err error) {
 	var le loginError
 	if errors.As(err, &le) {
 		return // the login failed (and was counted): the request was not sent
@@ -247,7 +250,11 @@ func observe(ctx context.Context, req *http.Request, resp *http.Response, err er
 	if err == nil && resp.StatusCode >= 400 {
 		err = fmt.Errorf("%d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
 	}
-	driver.ObserveBMC(ctx, HardwareType, req.Method+" "+req.URL.Path, err)
+	hwType := t.hwType
+	if hwType == "" {
+		hwType = HardwareType
+	}
+	driver.ObserveBMC(ctx, hwType, req.Method+" "+req.URL.Path, err)
 }
 
 func drain(resp *http.Response) {
@@ -384,7 +391,7 @@ func (t *transport) loginOnce(ctx context.Context, payload []byte) (token, locat
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	resp, err := t.base.RoundTrip(req)
-	observe(ctx, req, resp, err)
+	t.observe(ctx, req, resp, err)
 	if err != nil {
 		return "", "", &BMCError{BMC: t.endpoint, Method: "POST", Path: sessionsPath, Answer: err.Error(), Err: err}
 	}

@@ -12,20 +12,13 @@ import (
 	"github.com/kilnhq/kiln/proto"
 )
 
-// ISOParams is what goes into a node's agent boot ISO.
-type ISOParams struct {
-	Kernel, Ramdisk string            // driver_info deploy_kernel / deploy_ramdisk
-	KernelArgs      map[string]string // ipa-api-url, ipa-agent-token, …
-}
-
-// ISOBuilder makes the bootable ISO a BMC inserts as virtual media and
-// returns the URL the BMC downloads it from. Building ISOs belongs to the
-// boot-serving side of the controller; this interface is the seam.
-type ISOBuilder interface {
-	BuildISO(ctx context.Context, n *proto.Node, p ISOParams) (url string, err error)
-	// CleanISO removes what BuildISO made for n (nothing to do is no error).
-	CleanISO(ctx context.Context, n *proto.Node) error
-}
+// ISOParams, ISOBuilder and ISOValidator are the controller's ISO
+// building, as every hardware type's Env offers it.
+type (
+	ISOParams    = driver.ISOParams
+	ISOBuilder   = driver.ISOBuilder
+	ISOValidator = driver.ISOValidator
+)
 
 // PrebuiltISO is the ISOBuilder used until the controller provides one: it
 // hands out driver_info deploy_iso unchanged, so the kernel arguments and
@@ -51,12 +44,6 @@ func (PrebuiltISO) ValidateISO(n *proto.Node) error {
 		return errors.New("redfish-virtual-media: this controller has no ISO builder configured; set driver_info deploy_iso")
 	}
 	return nil
-}
-
-// ISOValidator is optionally implemented by an ISOBuilder that can tell
-// beforehand whether it can make a node's ISO.
-type ISOValidator interface {
-	ValidateISO(n *proto.Node) error
 }
 
 // VirtualMediaBoot is the "redfish-virtual-media" boot interface: the agent

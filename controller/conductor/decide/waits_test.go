@@ -1,0 +1,88 @@
+package decide
+
+import (
+	"testing"
+	"time"
+
+	"github.com/kilnhq/kiln/controller/flowstate"
+	"github.com/kilnhq/kiln/proto"
+)
+
+// Waiting for the agent: the first heartbeat must come within the callback
+// timeout, and a running agent may not stay silent longer than its heartbeat
+// timeout; either fails the flow. Time is the input's Now.
+
+func TestWaitTimeouts(t *testing.T) {
+	cases := []struct {
+		name      string
+		updated   time.Duration // provision_updated_at before Now
+		lastBeat  time.Duration // last heartbeat before Now; 0: none yet
+		maint     bool
+		wantError string
+	}{
+		{"no heartbeat yet, within the callback timeout", 29 * time.Minute, 0, false, ""},
+		{"no heartbeat within the callback timeout", 31 * time.Minute, 0, false, "Timeout reached while waiting for callback for node " + nodeID},
+		{"an agent heard from recently", 2 * time.Hour, 30 * time.Second, false, ""},
+		{"an agent silent past its heartbeat timeout", 2 * time.Hour, 61 * time.Second, false, "The agent on node " + nodeID + " stopped heartbeating: last heartbeat 1m1s ago"},
+		{"maintenance stops the clock", 2 * time.Hour, 0, true, ""},
+	}
+	for _, w := range waits {
+		for _, tc := range cases {
+			t.Run(string(w.wait)+"/"+tc.name, func(t *testing.T) {
+				n := node(w.wait, w.target)
+				n.ProvisionUpdatedAt = &proto.Time{Time: t0.Add(-tc.updated)}
+				n.Maintenance = tc.maint
+				var s flowstate.State
+				if tc.lastBeat != 0 {
+					s.Agent = flowstate.Agent{URL: "http://192.0.2.10:9999", LastHeartbeat: t0.Add(-tc.lastBeat)}
+				}
+				in := input(t, n, s, "direct")
+				ev := Classify(in)
+				if tc.wantError == "" {
+					if ev != nil {
+						t.Fatalf("event %#v, want none", ev)
+					}
+					return
+				}
+				to, ok := ev.(Timeout)
+				if !ok {
+					t.Fatalf("event %#v, want a timeout", ev)
+				}
+				got, _ := after(t, in, Step(in, to))
+				wantState(t, got, w.failed, tc.wantError)
+			})
+		}
+	}
+}
+
+func TestARecordedRequestGoesBeforeATimeout(t *testing.T) {
+	in := aborted(t, proto.StateDeployWait, proto.StateActive)
+	in.Node.ProvisionUpdatedAt = &proto.Time{Time: t0.Add(-time.Hour)}
+	if _, ok := Classify(in).(OperatorRequest); !ok {
+		t.Errorf("event %#v, want the request", Classify(in))
+	}
+}
+
+func TestAStableNodeWithNothingRecordedHasNoEvent(t *testing.T) {
+	for _, ps := range []proto.ProvisionState{proto.StateEnroll, proto.StateManageable, proto.StateAvailable, proto.StateActive, proto.StateDeployFailed} {
+		if ev := Classify(input(t, node(ps, proto.NoState), flowstate.State{}, "direct")); ev != nil {
+			t.Errorf("%s: event %#v, want none", ps, ev)
+		}
+	}
+}
+
+// The conductor is woken when a wait would expire, rather than only by its
+// periodic scan: at the callback deadline on entering the wait, at the
+// heartbeat deadline on each heartbeat.
+func TestWaitsScheduleAWakeAtTheirDeadline(t *testing.T) {
+	n, s := deployable(t)
+	in := input(t, n, s, "direct")
+	if w := find[Wake](t, Step(in, OperatorRequest{Request: *s.Request})); !w.At.Equal(t0.Add(30 * time.Minute)) {
+		t.Errorf("wake at %v, want the callback deadline %v", w.At, t0.Add(30*time.Minute))
+	}
+	beat := t0.Add(-5 * time.Second)
+	in = input(t, node(proto.StateCleanWait, proto.StateAvailable), withAgent(flowstate.State{HeartbeatPending: beat}), "direct")
+	if w := find[Wake](t, Step(in, Classify(in))); !w.At.Equal(beat.Add(time.Minute)) {
+		t.Errorf("wake at %v, want the heartbeat deadline %v", w.At, beat.Add(time.Minute))
+	}
+}
