@@ -225,10 +225,12 @@ func TestServeAuthFlags(t *testing.T) {
 	}
 
 	open := kilnproc.StartAddr(t, kilnBin, filepath.Join(dir, "open.db"), "0.0.0.0:"+strings.Split(kilnproc.FreeAddr(t), ":")[1], "--conductor", "c1")
+	// The output is copied from the process's pipe by a goroutine: read it
+	// once the process has exited and everything it wrote is in.
+	open.Stop()
 	if !strings.Contains(open.Logs(), "API AUTHENTICATION IS OFF") {
 		t.Errorf("no warning for an open API on 0.0.0.0:\n%s", open.Logs())
 	}
-	open.Stop()
 	local := kilnproc.Start(t, kilnBin, filepath.Join(dir, "local.db"), "--conductor", "c2")
 	local.Stop()
 	if strings.Contains(local.Logs(), "AUTHENTICATION IS OFF") {
