@@ -282,15 +282,32 @@ func checkWorthRecording(n *proto.Node, check proto.BMCCheck) bool {
 	return prev == nil || prev.Error != check.Error || check.At.Sub(prev.At) >= bmcCheckRefresh
 }
 
-// releaseAndRequeue releases a node this conductor reserved and queues it
-// when work arrived meanwhile.
+// releaseAndRequeue releases a node this conductor reserved, even when ctx
+// is done, and queues it when work arrived meanwhile (a heartbeat).
+//
+// A reservation that is not released blocks the node (409 NodeLocked)
+// until this conductor restarts or is declared dead, so a release that
+// fails — a database too busy to begin a transaction within the timeout,
+// seen at load 45 on 2 cores — is tried again with longer timeouts.
 func (c *Conductor) releaseAndRequeue(ctx context.Context, uuid string) {
-	rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.st.Release(rctx, uuid, c.cfg.Name); err != nil && !errors.Is(err, store.ErrNotFound) {
-		c.log.Warn("release node", "node", uuid, "err", err)
-	}
-	if fresh, err := c.st.GetNode(rctx, uuid); err == nil && fresh.Reservation == nil && hasWork(fresh) && ctx.Err() == nil {
-		c.Notify(uuid)
+	for attempt := 1; ; attempt++ {
+		rctx, cancel := context.WithTimeout(context.Background(), time.Duration(attempt)*10*time.Second)
+		err := c.st.Release(rctx, uuid, c.cfg.Name)
+		if err == nil || errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrNotReserved) {
+			if fresh, err := c.st.GetNode(rctx, uuid); err == nil && fresh.Reservation == nil && hasWork(fresh) && ctx.Err() == nil {
+				c.Notify(uuid)
+			}
+			cancel()
+			return
+		}
+		cancel()
+		if attempt == releaseAttempts {
+			c.log.Error("release node: giving up; the node stays locked until this conductor restarts", "node", uuid, "attempts", attempt, "err", err)
+			return
+		}
+		c.log.Warn("release node; retrying", "node", uuid, "attempt", attempt, "err", err)
 	}
 }
+
+// releaseAttempts bounds releaseAndRequeue: 10+20+…+60 s of timeouts.
+const releaseAttempts = 6

@@ -56,18 +56,7 @@ func (c *Conductor) process(ctx context.Context, uuid string) {
 		}
 		return
 	}
-	defer func() {
-		// Release even when ctx is done: a held reservation blocks the node.
-		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := c.st.Release(rctx, uuid, c.cfg.Name); err != nil && !errors.Is(err, store.ErrNotFound) {
-			c.log.Warn("release node", "node", uuid, "err", err)
-		}
-		// Work that arrived while we held the node (a heartbeat) goes next.
-		if fresh, err := c.st.GetNode(rctx, uuid); err == nil && fresh.Reservation == nil && hasWork(fresh) && ctx.Err() == nil {
-			c.Notify(uuid)
-		}
-	}()
+	defer c.releaseAndRequeue(ctx, uuid)
 	if !c.ownsNode(n) {
 		return
 	}
