@@ -31,6 +31,7 @@ type wireField struct {
 	name       string
 	key        []byte // "name":
 	index      int    // struct field index
+	pos        int    // position in the sorted list wireFields returns
 	minVersion int    // microversion that introduced it (0: always there)
 	omitEmpty  bool
 	secret     bool // a free-form object that masking rewrites, or last_error
@@ -80,6 +81,9 @@ func wireFields(t reflect.Type, minVersion map[string]int, secret []string) []wi
 			plain: isPlain(f.Type)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	for i := range out {
+		out[i].pos = i
+	}
 	return out
 }
 
@@ -124,8 +128,9 @@ func planFields(all []wireField, minor int, fields []string) fieldPlan {
 // objectWriter writes wire structs into one buffer; its encoder is reused
 // for every field value.
 type objectWriter struct {
-	buf bytes.Buffer
-	enc *json.Encoder
+	buf   bytes.Buffer
+	enc   *json.Encoder
+	slots viewSlots // nodeView's members, reused
 }
 
 var writerPool = sync.Pool{New: func() any {
@@ -203,13 +208,17 @@ func (w *objectWriter) writePlain(v reflect.Value) bool {
 		}
 		return true
 	}
-	str := v.String()
-	for i := 0; i < len(str); i++ {
-		// encoding/json escapes ", \, control characters and, for HTML
-		// safety, <, > and &; anything beyond ASCII takes the encoder too.
-		if c := str[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			return false
-		}
+	return w.plainString(v.String())
+}
+
+// plainString writes str as encoding/json would when it is printable ASCII
+// that needs no escaping; it reports false, having written nothing,
+// otherwise.
+func (w *objectWriter) plainString(str string) bool {
+	// encoding/json escapes ", \, control characters and, for HTML
+	// safety, <, > and &; anything beyond ASCII takes the encoder too.
+	if !isPlainString(str) {
+		return false
 	}
 	w.buf.WriteByte('"')
 	w.buf.WriteString(str)
