@@ -241,6 +241,7 @@ func (w *objectWriter) nodeView(c echo.Context, base string, v *store.NodeView, 
 		return w.node(c, n, p)
 	}
 	mv := minor(c)
+	self := "nodes/" + v.UUID
 	w.buf.Grow(len(v.Doc) + 1024) // the view and the links, at most
 	w.buf.WriteByte('{')
 	first := true
@@ -271,7 +272,7 @@ func (w *objectWriter) nodeView(c echo.Context, base string, v *store.NodeView, 
 		w.buf.Write(f.key)
 		switch kind {
 		case viewLink:
-			if err := w.links(base, v.UUID, nodeLinkPaths[f.pos]); err != nil {
+			if err := w.links(base, self, nodeLinkPaths[f.pos]); err != nil {
 				return err
 			}
 		case viewReservation:
@@ -290,12 +291,12 @@ func (w *objectWriter) nodeView(c echo.Context, base string, v *store.NodeView, 
 	return nil
 }
 
-// links writes the self and bookmark links of nodes/uuid+path as
-// encoding/json writes links(c, …), without building the strings when base
-// and uuid need no escaping (as they always do: a host and a UUID).
-func (w *objectWriter) links(base, uuid, path string) error {
-	if !isPlainString(base) || !isPlainString(uuid) || !isPlainString(path) {
-		for i, l := range links0(base, "nodes/"+uuid+path) {
+// links writes the self and bookmark links of path+sub as encoding/json
+// writes links(c, path+sub), without building the strings when they need
+// no escaping (as a host and a UUID never do).
+func (w *objectWriter) links(base, path, sub string) error {
+	if !isPlainString(base) || !isPlainString(path) || !isPlainString(sub) {
+		for i, l := range links0(base, path+sub) {
 			w.buf.WriteString([]string{`[{"href":`, `,{"href":`}[i])
 			if err := w.value(l.Href); err != nil {
 				return err
@@ -305,8 +306,8 @@ func (w *objectWriter) links(base, uuid, path string) error {
 		w.buf.WriteByte(']')
 		return nil
 	}
-	for _, part := range [...]string{`[{"href":"`, base, "/v1/nodes/", uuid, path, `","rel":"self"},{"href":"`,
-		base, "/nodes/", uuid, path, `","rel":"bookmark"}]`} {
+	for _, part := range [...]string{`[{"href":"`, base, "/v1/", path, sub, `","rel":"self"},{"href":"`,
+		base, "/", path, sub, `","rel":"bookmark"}]`} {
 		w.buf.WriteString(part)
 	}
 	return nil
