@@ -56,22 +56,26 @@ func (d *dialect) jsonSet(paths [][]string) string {
 	return b.String()
 }
 
-func (s *sqlStore) agentViewQuery() string {
+// agentViewQuery selects an AgentView by col (uuid or name).
+func (s *sqlStore) agentViewQuery(col string) string {
 	return "SELECT id, uuid, provision_state, maintenance, reservation, " +
 		s.d.jsonText("driver_internal_info", proto.InfoAgentToken) + ", " +
 		s.d.jsonText("driver_internal_info", proto.InfoAgentURL) +
-		" FROM nodes WHERE uuid = ? OR name = ? ORDER BY CASE WHEN uuid = ? THEN 0 ELSE 1 END LIMIT 1"
+		" FROM nodes WHERE " + col + " = ?"
 }
 
-// AgentOf reads the node's AgentView by UUID or name with one indexed read.
+// AgentOf reads the node's AgentView by UUID or name with one indexed read
+// (two when ident is a name: agents send UUIDs).
 func (s *sqlStore) AgentOf(ctx context.Context, ident string) (AgentView, error) {
 	var (
 		v                  AgentView
 		prov               string
 		res, tok, agentURL sql.NullString
 	)
-	err := s.queryRow(ctx, s.rdb, s.agentViewQuery(), ident, ident, ident).
-		Scan(&v.id, &v.UUID, &prov, &v.Maintenance, &res, &tok, &agentURL)
+	err := byUUIDOrName(func(col string) error {
+		return s.queryRow(ctx, s.rdb, s.agentViewQuery(col), ident).
+			Scan(&v.id, &v.UUID, &prov, &v.Maintenance, &res, &tok, &agentURL)
+	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return AgentView{}, fmt.Errorf("node %s: %w", ident, ErrNotFound)
 	}
@@ -120,7 +124,9 @@ func (s *sqlStore) RecordAgent(ctx context.Context, seen AgentView, set []KeyVal
 	if !seen.HasURL {
 		urlCond = "(" + s.d.jsonText("driver_internal_info", proto.InfoAgentURL) + " IS NULL AND ? = '')"
 	}
-	query := "UPDATE nodes SET doc = " + s.d.jsonSet(paths) + provCol + ", updated_at = ?" +
+	// masked_doc is cleared here rather than by the trigger on doc, which
+	// would update the row a second time: the next read derives it.
+	query := "UPDATE nodes SET doc = " + s.d.jsonSet(paths) + provCol + ", updated_at = ?, masked_doc = NULL" +
 		" WHERE id = ? AND provision_state = ? AND maintenance = ? AND COALESCE(reservation, '') = ?" +
 		" AND COALESCE(" + s.d.jsonText("driver_internal_info", proto.InfoAgentToken) + ", '') = ? AND " + urlCond
 	var changed int64
@@ -136,4 +142,17 @@ func (s *sqlStore) RecordAgent(ctx context.Context, seen AgentView, set []KeyVal
 		return false, fmt.Errorf("record agent of node %s: %w", seen.UUID, err)
 	}
 	return changed == 1, nil
+}
+
+// byUUIDOrName runs read with "uuid" and, if that finds no row, with
+// "name": a UUID match wins, as Ironic's lookup by identity does. Names
+// are never UUIDs, so the two cannot both match different nodes for a
+// valid name; two point reads on unique indexes cost less than one OR
+// query with its sort.
+func byUUIDOrName(read func(col string) error) error {
+	err := read("uuid")
+	if errors.Is(err, sql.ErrNoRows) {
+		err = read("name")
+	}
+	return err
 }

@@ -89,8 +89,9 @@ func scanView(scan func(dest ...any) error, v *NodeView) error {
 
 func (s *sqlStore) GetNodeView(ctx context.Context, ident string) (NodeView, error) {
 	var v NodeView
-	q := "SELECT " + viewCols + " FROM nodes WHERE uuid = ? OR name = ? ORDER BY CASE WHEN uuid = ? THEN 0 ELSE 1 END LIMIT 1"
-	err := scanView(s.queryRow(ctx, s.rdb, q, ident, ident, ident).Scan, &v)
+	err := byUUIDOrName(func(col string) error {
+		return scanView(s.queryRow(ctx, s.rdb, "SELECT "+viewCols+" FROM nodes WHERE "+col+" = ?", ident).Scan, &v)
+	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return NodeView{}, fmt.Errorf("node %s: %w", ident, ErrNotFound)
 	}
