@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/kilnhq/kiln/controller/jsonscan"
 	"github.com/kilnhq/kiln/controller/store"
 	"github.com/kilnhq/kiln/proto"
 )
@@ -88,125 +88,6 @@ const (
 	viewProvisionState                 // the view's, renamed for old microversions
 )
 
-// errBadView: a view is not the compact JSON object encoding/json writes.
-var errBadView = errors.New("node view is not a compact JSON object")
-
-// viewMembers calls fn with each member of the JSON object doc, as
-// encoding/json writes one (compact, keys without escapes). Values are
-// skipped, not decoded: strings by their closing quote, objects and arrays
-// by depth.
-func viewMembers(doc []byte, fn func(key, val []byte)) error {
-	if len(doc) < 2 || doc[0] != '{' {
-		return errBadView
-	}
-	if len(doc) == 2 && doc[1] == '}' {
-		return nil
-	}
-	i := 1
-	for {
-		if i >= len(doc) || doc[i] != '"' {
-			return errBadView
-		}
-		j := bytes.IndexByte(doc[i+1:], '"')
-		if j < 0 {
-			return errBadView
-		}
-		key := doc[i+1 : i+1+j]
-		if bytes.IndexByte(key, '\\') >= 0 {
-			return errBadView
-		}
-		i += j + 2
-		if i >= len(doc) || doc[i] != ':' {
-			return errBadView
-		}
-		i++
-		end, err := skipJSONValue(doc, i)
-		if err != nil {
-			return err
-		}
-		fn(key, doc[i:end])
-		i = end
-		switch {
-		case i >= len(doc):
-			return errBadView
-		case doc[i] == ',':
-			i++
-		case doc[i] == '}' && i == len(doc)-1:
-			return nil
-		default:
-			return errBadView
-		}
-	}
-}
-
-// skipJSONValue returns the end of the compact JSON value at doc[i].
-func skipJSONValue(doc []byte, i int) (int, error) {
-	if i >= len(doc) {
-		return 0, errBadView
-	}
-	switch doc[i] {
-	case '"':
-		return skipJSONString(doc, i)
-	case '{', '[':
-		depth := 0
-		for i < len(doc) {
-			switch doc[i] {
-			case '"':
-				end, err := skipJSONString(doc, i)
-				if err != nil {
-					return 0, err
-				}
-				i = end
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1, nil
-				}
-			case ' ', '\t', '\n', '\r':
-				return 0, errBadView
-			}
-			i++
-		}
-		return 0, errBadView
-	}
-	// A number, true, false or null: up to the delimiter that follows.
-	if c := doc[i]; c != '-' && (c < '0' || c > '9') && c != 't' && c != 'f' && c != 'n' {
-		return 0, errBadView
-	}
-	j := i
-	for j < len(doc) && doc[j] != ',' && doc[j] != '}' && doc[j] != ']' {
-		if c := doc[j]; c == ' ' || c == '\t' || c == '\n' || c == '\r' {
-			return 0, errBadView
-		}
-		j++
-	}
-	return j, nil
-}
-
-// skipJSONString returns the end of the string whose opening quote is at
-// doc[i]: after the first quote not escaped by an odd run of backslashes.
-func skipJSONString(doc []byte, i int) (int, error) {
-	start := i + 1
-	for k := start; ; {
-		j := bytes.IndexByte(doc[k:], '"')
-		if j < 0 {
-			return 0, errBadView
-		}
-		q := k + j
-		n := 0
-		for m := q - 1; m >= start && doc[m] == '\\'; m-- {
-			n++
-		}
-		if n%2 == 0 {
-			return q + 1, nil
-		}
-		k = q + 1
-	}
-}
-
 // viewSlots holds one node's member values by field position.
 type viewSlots [][]byte
 
@@ -219,7 +100,7 @@ func (w *objectWriter) nodeView(c echo.Context, base string, v *store.NodeView, 
 	slots := w.slots[:len(nodeWireFields)]
 	clear(slots)
 	next := 0 // members come in struct order: expect nodeStructOrder[next]
-	err := viewMembers(v.Doc, func(key, val []byte) {
+	err := jsonscan.Members(v.Doc, func(key, val []byte) {
 		if next < len(nodeStructOrder) {
 			if i := nodeStructOrder[next]; nodeWireFields[i].name == string(key) {
 				slots[i] = val
