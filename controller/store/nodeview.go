@@ -61,6 +61,11 @@ func maskedDoc(doc []byte) ([]byte, error) {
 // masked one is missing (NULL) and must be derived.
 const viewCols = "uuid, provision_state, reservation, masked_doc IS NOT NULL, COALESCE(masked_doc, doc)"
 
+// nodeViewQuery selects a NodeView by col (uuid or name).
+func nodeViewQuery(col string) string {
+	return "SELECT " + viewCols + " FROM nodes WHERE " + col + " = ?"
+}
+
 // scanView scans viewCols into v, deriving a missing masked document.
 func scanView(scan func(dest ...any) error, v *NodeView) error {
 	var (
@@ -90,7 +95,7 @@ func scanView(scan func(dest ...any) error, v *NodeView) error {
 func (s *sqlStore) GetNodeView(ctx context.Context, ident string) (NodeView, error) {
 	var v NodeView
 	err := byUUIDOrName(func(col string) error {
-		return scanView(s.queryRow(ctx, s.rdb, "SELECT "+viewCols+" FROM nodes WHERE "+col+" = ?", ident).Scan, &v)
+		return scanView(s.queryRow(ctx, s.rdb, nodeViewQuery(col), ident).Scan, &v)
 	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return NodeView{}, fmt.Errorf("node %s: %w", ident, ErrNotFound)
