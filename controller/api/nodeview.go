@@ -100,7 +100,7 @@ func (w *objectWriter) nodeView(c echo.Context, base string, v *store.NodeView, 
 	slots := w.slots[:len(nodeWireFields)]
 	clear(slots)
 	next := 0 // members come in struct order: expect nodeStructOrder[next]
-	err := jsonscan.Members(v.Doc, func(key, val []byte) {
+	member := func(key, val []byte) {
 		if next < len(nodeStructOrder) {
 			if i := nodeStructOrder[next]; nodeWireFields[i].name == string(key) {
 				slots[i] = val
@@ -111,7 +111,13 @@ func (w *objectWriter) nodeView(c echo.Context, base string, v *store.NodeView, 
 		if i, ok := nodeFieldPos[string(key)]; ok {
 			slots[i] = val
 		}
-	})
+	}
+	err := jsonscan.Lines(v.Doc, member)
+	if err != nil {
+		clear(slots)
+		next = 0
+		err = jsonscan.Members(v.Doc, member)
+	}
 	if err != nil {
 		// Not encoding/json's bytes: take the decoding path.
 		n := new(proto.Node)

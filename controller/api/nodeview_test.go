@@ -119,27 +119,33 @@ func TestNodeViewMatchesNode(t *testing.T) {
 	}
 }
 
-// TestNodeViewFallback: a view that is not encoding/json's compact object
-// (spaces, as another writer might leave) is decoded instead, with the same
-// output.
+// TestNodeViewFallback: a view that is not lined (compact, as views were
+// first written) is split member by member, and one that is not even
+// compact (spaces, as another writer might leave) is decoded, each with the
+// same output.
 func TestNodeViewFallback(t *testing.T) {
 	e := echo.New()
 	c := e.NewContext(httptest.NewRequest("GET", "/v1/nodes", nil), httptest.NewRecorder())
 	c.Set(ctxMinor, MaxMinor)
 	res := "cond-a"
-	v := store.NodeView{UUID: "u-1", ProvisionState: proto.StateActive, Reservation: &res,
-		Doc: []byte(`{"uuid": "u-1", "driver": "fake-hardware", "provision_state": "active", "extra": {"a": [1, "x"]}}`)}
 	n := &proto.Node{UUID: "u-1", Driver: "fake-hardware", ProvisionState: proto.StateActive, Reservation: &res,
 		Extra: proto.Dict{"a": []any{1.0, "x"}}}
 	plan := nodePlan(c, nil)
-	got, want := getWriter(), getWriter()
-	if err := got.nodeView(c, baseURL(c), &v, plan); err != nil {
-		t.Fatal(err)
-	}
+	want := getWriter()
 	if err := want.node(c, n, plan); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(got.buf.Bytes(), want.buf.Bytes()) {
-		t.Fatalf("fallback:\n view %s\n node %s", got.buf.Bytes(), want.buf.Bytes())
+	for _, doc := range []string{
+		`{"uuid":"u-1","driver":"fake-hardware","provision_state":"active","extra":{"a":[1,"x"]}}`,
+		`{"uuid": "u-1", "driver": "fake-hardware", "provision_state": "active", "extra": {"a": [1, "x"]}}`,
+	} {
+		v := store.NodeView{UUID: "u-1", ProvisionState: proto.StateActive, Reservation: &res, Doc: []byte(doc)}
+		got := getWriter()
+		if err := got.nodeView(c, baseURL(c), &v, plan); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got.buf.Bytes(), want.buf.Bytes()) {
+			t.Fatalf("view %s:\n view %s\n node %s", doc, got.buf.Bytes(), want.buf.Bytes())
+		}
 	}
 }

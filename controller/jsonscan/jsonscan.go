@@ -129,3 +129,73 @@ func skipString(doc []byte, i int) (int, error) {
 		k = q + 1
 	}
 }
+
+// Lined is a compact object with a newline before each member: still JSON,
+// and split by Lines with one IndexByte per member, since compact values
+// never hold a raw newline (encoding/json escapes it in strings).
+//
+// ToLined turns a compact object into its lined form.
+func ToLined(compact []byte) ([]byte, error) {
+	out := make([]byte, 0, len(compact)+64)
+	out = append(out, '{')
+	first := true
+	err := Members(compact, func(key, val []byte) {
+		if !first {
+			out = append(out, ',')
+		}
+		first = false
+		out = append(out, '\n', '"')
+		out = append(out, key...)
+		out = append(out, '"', ':')
+		out = append(out, val...)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return append(out, '}'), nil
+}
+
+// ErrNotLined: the document is not an object ToLined wrote.
+var ErrNotLined = errors.New("not a lined JSON object")
+
+// Lines is Members for a lined object.
+func Lines(doc []byte, fn func(key, val []byte)) error {
+	if len(doc) < 2 || doc[0] != '{' {
+		return ErrNotLined
+	}
+	if len(doc) == 2 && doc[1] == '}' {
+		return nil
+	}
+	if doc[1] != '\n' {
+		return ErrNotLined
+	}
+	i := 2
+	for {
+		j := bytes.IndexByte(doc[i:], '\n')
+		last := j < 0
+		end := i + j // the member's end: its comma, or the closing brace
+		if last {
+			end = len(doc) - 1
+			if doc[end] != '}' {
+				return ErrNotLined
+			}
+		} else if end-1 < i || doc[end-1] != ',' {
+			return ErrNotLined
+		} else {
+			end--
+		}
+		m := doc[i:end]
+		if len(m) < 4 || m[0] != '"' {
+			return ErrNotLined
+		}
+		k := bytes.IndexByte(m[1:], '"')
+		if k < 0 || 2+k >= len(m) || m[2+k] != ':' || 3+k >= len(m) {
+			return ErrNotLined
+		}
+		fn(m[1:1+k], m[3+k:])
+		if last {
+			return nil
+		}
+		i += j + 1
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/kilnhq/kiln/controller/jsonscan"
 	"github.com/kilnhq/kiln/controller/secrets"
 	"github.com/kilnhq/kiln/proto"
 )
@@ -15,7 +16,8 @@ import (
 // JSON object of the node with every secret masked and last_error
 // scrubbed, without reservation and links, in encoding/json's bytes for the
 // node decoded from its stored document (so rendering it is byte for byte
-// what decoding, masking and encoding the node gives). ProvisionState and
+// what decoding, masking and encoding the node gives), lined
+// (jsonscan.ToLined: a newline before each member). ProvisionState and
 // Reservation come from their columns.
 type NodeView struct {
 	UUID           string
@@ -47,14 +49,19 @@ func ViewsOf(st Store) (NodeViews, bool) {
 	}
 }
 
-// maskedDoc is the masked_doc column for the stored document doc.
+// maskedDoc is the masked_doc column for the stored document doc, lined
+// (jsonscan.ToLined) so that readers split it with one search per member.
 func maskedDoc(doc []byte) ([]byte, error) {
 	n, err := decodeNode(doc, nil)
 	if err != nil {
 		return nil, err
 	}
 	m := secrets.Node(n)
-	return json.Marshal(&m)
+	b, err := json.Marshal(&m)
+	if err != nil {
+		return nil, err
+	}
+	return jsonscan.ToLined(b)
 }
 
 // viewCols reads a NodeView: the masked document, or the document when the

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kilnhq/kiln/controller/jsonscan"
 	"github.com/kilnhq/kiln/controller/secrets"
 	"github.com/kilnhq/kiln/proto"
 )
@@ -27,7 +28,7 @@ func maskedCol(t *testing.T, st Store, uuid string) (string, bool) {
 }
 
 // wantView is the view of the node as GetNode returns it: masked, without
-// reservation, encoded by encoding/json.
+// reservation, encoded by encoding/json, lined.
 func wantView(t *testing.T, st Store, uuid string) []byte {
 	t.Helper()
 	n, err := st.GetNode(context.Background(), uuid)
@@ -40,7 +41,11 @@ func wantView(t *testing.T, st Store, uuid string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b
+	lined, err := jsonscan.ToLined(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lined
 }
 
 // TestNodeViews: a node's view is its masked document, written with the
