@@ -140,8 +140,8 @@ func (s *Server) heartbeat(c echo.Context) error {
 	if err := checkFields(c, "heartbeat", obj, heartbeatFields, map[string]int{"agent_token": 62, "agent_verify_ca": 68, "agent_status": 72, "agent_status_message": 72}); err != nil {
 		return err
 	}
-	var hb proto.HeartbeatRequest
-	if err := decodeInto(obj, &hb, "heartbeat"); err != nil {
+	hb, err := decodeHeartbeat(obj)
+	if err != nil {
 		return err
 	}
 	ident := c.Param("node")
@@ -165,7 +165,7 @@ func (s *Server) heartbeat(c echo.Context) error {
 	if hb.AgentVerifyCA != "" && !strings.HasPrefix(hb.CallbackURL, "https://") {
 		hb.CallbackURL = "https://" + strings.TrimPrefix(hb.CallbackURL, "http://")
 	}
-	act, err := s.recordHeartbeat(ctx, ident, view, &hb)
+	act, err := s.recordHeartbeat(ctx, ident, view, hb)
 	if err != nil {
 		return s.storeError(err, "Node", ident)
 	}

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -102,4 +103,37 @@ func (s *Server) recordHeartbeat(ctx context.Context, ident string, v store.Agen
 		return false, nil
 	}
 	return act, err
+}
+
+// decodeHeartbeat decodes a heartbeat body whose fields checkFields
+// allowed. Every field is a string: each is decoded alone, without the
+// re-encoding decodeInto does; a value that is not a string takes
+// decodeInto, for its error text.
+func decodeHeartbeat(obj map[string]json.RawMessage) (*proto.HeartbeatRequest, error) {
+	hb := new(proto.HeartbeatRequest)
+	for k, raw := range obj {
+		var dst *string
+		switch k {
+		case "callback_url":
+			dst = &hb.CallbackURL
+		case "agent_version":
+			dst = &hb.AgentVersion
+		case "agent_token":
+			dst = &hb.AgentToken
+		case "agent_verify_ca":
+			dst = &hb.AgentVerifyCA
+		case "agent_status":
+			dst = &hb.AgentStatus
+		case "agent_status_message":
+			dst = &hb.AgentStatusMessage
+		}
+		if dst == nil || len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, dst) != nil {
+			hb = new(proto.HeartbeatRequest)
+			if err := decodeInto(obj, hb, "heartbeat"); err != nil {
+				return nil, err
+			}
+			return hb, nil
+		}
+	}
+	return hb, nil
 }

@@ -165,6 +165,12 @@ func (s *Server) listNodesOf(c echo.Context, detail bool, path, chassis string) 
 	if q.Associated, err = parseBool(c, "associated"); err != nil {
 		return err
 	}
+	plan := nodePlan(c, fields)
+	if !q.Summary {
+		if ok, err := s.listNodeViews(c, q, p, path, plan); ok {
+			return err
+		}
+	}
 	nodes, err := s.store.ListNodes(c.Request().Context(), q)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) && p.marker != "" {
@@ -176,7 +182,6 @@ func (s *Server) listNodesOf(c echo.Context, detail bool, path, chassis string) 
 	if len(nodes) > 0 {
 		next = nextLink(c, path, p, len(nodes), nodes[len(nodes)-1].UUID)
 	}
-	plan := nodePlan(c, fields)
 	return sendList(c, "nodes", len(nodes), next, func(w *objectWriter, i int) error {
 		return w.node(c, nodes[i], plan)
 	})
@@ -185,6 +190,9 @@ func (s *Server) listNodesOf(c echo.Context, detail bool, path, chassis string) 
 func (s *Server) getNode(c echo.Context) error {
 	fields, err := parseFields(c, nodeFieldNames, proto.NodeFieldMinVersion)
 	if err != nil {
+		return err
+	}
+	if ok, err := s.getNodeView(c, fields); ok {
 		return err
 	}
 	n, err := s.getNodeOr404(c)

@@ -31,15 +31,31 @@ type wireField struct {
 	name       string
 	key        []byte // "name":
 	index      int    // struct field index
+	pos        int    // position in the sorted list wireFields returns
 	minVersion int    // microversion that introduced it (0: always there)
 	omitEmpty  bool
 	secret     bool // a free-form object that masking rewrites, or last_error
 	// plain: a string or bool, or a pointer to one, with no JSON or text
 	// marshaller of its own, which object writes without the encoder.
 	plain bool
+	// link: a []proto.Link (links, or a sub-resource's such as a node's
+	// ports), which object writes from the object's path when the writer
+	// has one (objectWriter.self), at linkPath below it.
+	link     bool
+	linkPath string
+}
+
+// linkPath is the path of a link field below its object's: "" for links,
+// "/<name>" for a sub-resource's (a node's ports: /v1/nodes/<uuid>/ports).
+func linkPath(name string) string {
+	if name == "links" {
+		return ""
+	}
+	return "/" + name
 }
 
 var (
+	linkList      = reflect.TypeFor[[]proto.Link]()
 	jsonMarshaler = reflect.TypeFor[json.Marshaler]()
 	textMarshaler = reflect.TypeFor[encoding.TextMarshaler]()
 )
@@ -77,9 +93,12 @@ func wireFields(t reflect.Type, minVersion map[string]int, secret []string) []wi
 		key, _ := json.Marshal(name)
 		out = append(out, wireField{name: name, key: append(key, ':'), index: i, minVersion: minVersion[name],
 			omitEmpty: slices.Contains(strings.Split(opts, ","), "omitempty"), secret: slices.Contains(secret, name),
-			plain: isPlain(f.Type)})
+			plain: isPlain(f.Type), link: f.Type == linkList, linkPath: linkPath(name)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	for i := range out {
+		out[i].pos = i
+	}
 	return out
 }
 
@@ -124,8 +143,13 @@ func planFields(all []wireField, minor int, fields []string) fieldPlan {
 // objectWriter writes wire structs into one buffer; its encoder is reused
 // for every field value.
 type objectWriter struct {
-	buf bytes.Buffer
-	enc *json.Encoder
+	buf   bytes.Buffer
+	enc   *json.Encoder
+	slots viewSlots // nodeView's members, reused
+	// base is the request's base URL (baseOf), self the path of the object
+	// being written ("nodes/<uuid>"): when set, link fields are written
+	// from them rather than from the struct.
+	base, self string
 }
 
 var writerPool = sync.Pool{New: func() any {
@@ -134,7 +158,20 @@ var writerPool = sync.Pool{New: func() any {
 	return w
 }}
 
-func getWriter() *objectWriter { w := writerPool.Get().(*objectWriter); w.buf.Reset(); return w }
+func getWriter() *objectWriter {
+	w := writerPool.Get().(*objectWriter)
+	w.buf.Reset()
+	w.base, w.self = "", ""
+	return w
+}
+
+// baseOf is the request's base URL, computed once per writer.
+func (w *objectWriter) baseOf(c echo.Context) string {
+	if w.base == "" {
+		w.base = baseURL(c)
+	}
+	return w.base
+}
 
 func putWriter(w *objectWriter) {
 	if w.buf.Cap() <= 1<<20 { // keep the pool from holding huge buffers
@@ -161,6 +198,17 @@ func (w *objectWriter) objectRaw(ptr any, p fieldPlan, raw map[string]string) er
 	first := true
 	for _, f := range p.fields {
 		fv := v.Field(f.index)
+		if f.link && w.self != "" {
+			if !first {
+				w.buf.WriteByte(',')
+			}
+			first = false
+			w.buf.Write(f.key)
+			if err := w.links(w.base, w.self, f.linkPath); err != nil {
+				return err
+			}
+			continue
+		}
 		if f.omitEmpty && isEmpty(fv) {
 			continue
 		}
@@ -203,13 +251,17 @@ func (w *objectWriter) writePlain(v reflect.Value) bool {
 		}
 		return true
 	}
-	str := v.String()
-	for i := 0; i < len(str); i++ {
-		// encoding/json escapes ", \, control characters and, for HTML
-		// safety, <, > and &; anything beyond ASCII takes the encoder too.
-		if c := str[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			return false
-		}
+	return w.plainString(v.String())
+}
+
+// plainString writes str as encoding/json would when it is printable ASCII
+// that needs no escaping; it reports false, having written nothing,
+// otherwise.
+func (w *objectWriter) plainString(str string) bool {
+	// encoding/json escapes ", \, control characters and, for HTML
+	// safety, <, > and &; anything beyond ASCII takes the encoder too.
+	if !isPlainString(str) {
+		return false
 	}
 	w.buf.WriteByte('"')
 	w.buf.WriteString(str)
@@ -238,23 +290,10 @@ func nodePlan(c echo.Context, fields []string) fieldPlan {
 // node writes n as the plan shows it: masked when a shown field can
 // hold a secret, with its links.
 func (w *objectWriter) node(c echo.Context, n *proto.Node, p fieldPlan) error {
-	m := *n
+	m := n
 	if p.masked {
-		m = maskedNode(n)
-	}
-	// Only the link lists shown are built: the default list shows one of
-	// five.
-	for _, l := range []struct {
-		field string
-		dst   *[]proto.Link
-		path  string
-	}{
-		{"links", &m.Links, ""}, {"ports", &m.Ports, "/ports"}, {"states", &m.States, "/states"},
-		{"portgroups", &m.Portgroups, "/portgroups"}, {"volume", &m.Volume, "/volume"},
-	} {
-		if p.shown[l.field] {
-			*l.dst = links(c, "nodes/"+n.UUID+l.path)
-		}
+		masked := maskedNode(n)
+		m = &masked
 	}
 	// Older microversions name some states as Ironic did then.
 	var raw map[string]string
@@ -262,19 +301,27 @@ func (w *objectWriter) node(c echo.Context, n *proto.Node, p fieldPlan) error {
 	case m.ProvisionState == proto.StateAvailable && minor(c) < 2:
 		raw = map[string]string{"provision_state": "null"}
 	case m.ProvisionState == proto.StateInspectWait && minor(c) < 39:
-		m.ProvisionState = proto.StateInspecting
+		renamed := *m
+		renamed.ProvisionState = proto.StateInspecting
+		m = &renamed
 	}
-	return w.objectRaw(&m, p, raw)
+	w.baseOf(c)
+	w.self = "nodes/" + n.UUID
+	defer func() { w.self = "" }()
+	return w.objectRaw(m, p, raw)
 }
 
 // port writes p as the plan shows it.
 func (w *objectWriter) port(c echo.Context, p *proto.Port, plan fieldPlan) error {
-	m := *p
+	m := p
 	if plan.masked {
-		m = secrets.Port(p)
+		masked := secrets.Port(p)
+		m = &masked
 	}
-	m.Links = links(c, "ports/"+p.UUID)
-	return w.object(&m, plan)
+	w.baseOf(c)
+	w.self = "ports/" + p.UUID
+	defer func() { w.self = "" }()
+	return w.object(m, plan)
 }
 
 // sendNode answers with one node.

@@ -15,7 +15,7 @@ import (
 // cannot drift from the document.
 var nodeColumns = []string{"uuid", "name", "driver", "provision_state", "power_state", "maintenance",
 	"instance_uuid", "conductor_group", "resource_class", "owner", "fault", "reservation",
-	"created_at", "updated_at", "provision_updated_at", "chassis_uuid", "doc"}
+	"created_at", "updated_at", "provision_updated_at", "chassis_uuid", "doc", "masked_doc"}
 
 // nodeValues extracts the indexed columns and the JSON document from n. The
 // document leaves out Reservation (the reservation column is authoritative, so
@@ -28,13 +28,17 @@ func nodeValues(n *proto.Node) ([]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode node %s: %w", n.UUID, err)
 	}
+	masked, err := maskedDoc(b)
+	if err != nil {
+		return nil, fmt.Errorf("encode node %s: %w", n.UUID, err)
+	}
 	power := ""
 	if n.PowerState != nil {
 		power = string(*n.PowerState)
 	}
 	return []any{n.UUID, nullable(n.Name), n.Driver, string(n.ProvisionState), power, n.Maintenance,
 		deref(n.InstanceUUID), n.ConductorGroup, deref(n.ResourceClass), deref(n.Owner), deref(n.Fault),
-		nullable(n.Reservation), micros(n.CreatedAt), micros(n.UpdatedAt), micros(n.ProvisionUpdatedAt), chassisRef(n.ChassisUUID), string(b)}, nil
+		nullable(n.Reservation), micros(n.CreatedAt), micros(n.UpdatedAt), micros(n.ProvisionUpdatedAt), chassisRef(n.ChassisUUID), string(b), string(masked)}, nil
 }
 
 // chassisRef is the chassis_uuid column: NULL (no chassis) for nil or "".

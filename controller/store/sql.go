@@ -22,7 +22,9 @@ type sqlStore struct {
 	// wdb is a single connection (one writer path, no SQLITE_BUSY between our
 	// own writers) and rdb a small pool of read-only connections (WAL lets
 	// them read while the writer writes). For PostgreSQL both are one pool.
-	rdb, wdb  *sql.DB
+	rdb, wdb *sql.DB
+	// stmts keeps rdb's queries prepared (SQLite); nil: none kept.
+	stmts     *stmtCache
 	deadAfter time.Duration
 	clock     func() time.Time
 }
@@ -39,6 +41,9 @@ func (s *sqlStore) aliveCutoff() int64 { return s.now().Add(-s.deadAfter).UnixMi
 const aliveConductors = "(SELECT hostname FROM conductors WHERE online AND updated_at >= ?)"
 
 func (s *sqlStore) Close() error {
+	if s.stmts != nil {
+		s.stmts.close()
+	}
 	err := s.wdb.Close()
 	if s.rdb != s.wdb {
 		err = errors.Join(err, s.rdb.Close())
@@ -58,11 +63,29 @@ func (s *sqlStore) exec(ctx context.Context, q querier, query string, args ...an
 }
 
 func (s *sqlStore) query(ctx context.Context, q querier, query string, args ...any) (*sql.Rows, error) {
+	if st := s.prepared(ctx, q, query); st != nil {
+		return st.QueryContext(ctx, args...)
+	}
 	return q.QueryContext(ctx, s.d.rebind(query), args...)
 }
 
 func (s *sqlStore) queryRow(ctx context.Context, q querier, query string, args ...any) *sql.Row {
+	if st := s.prepared(ctx, q, query); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
 	return q.QueryRowContext(ctx, s.d.rebind(query), args...)
+}
+
+// prepared is query's cached statement when q is the read pool and the
+// store keeps statements; nil otherwise.
+func (s *sqlStore) prepared(ctx context.Context, q querier, query string) *sql.Stmt {
+	if s.stmts == nil {
+		return nil
+	}
+	if db, ok := q.(*sql.DB); !ok || db != s.rdb {
+		return nil
+	}
+	return s.stmts.get(ctx, s.d.rebind(query))
 }
 
 // maxAttempts bounds the retries of a transaction the database refused

@@ -1,0 +1,135 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/kilnhq/kiln/controller/jsonscan"
+	"github.com/kilnhq/kiln/controller/secrets"
+	"github.com/kilnhq/kiln/proto"
+)
+
+// NodeView is a node as the API shows it, ready to pass through: Doc is the
+// JSON object of the node with every secret masked and last_error
+// scrubbed, without reservation and links, in encoding/json's bytes for the
+// node decoded from its stored document (so rendering it is byte for byte
+// what decoding, masking and encoding the node gives), lined
+// (jsonscan.ToLined: a newline before each member). ProvisionState and
+// Reservation come from their columns.
+type NodeView struct {
+	UUID           string
+	ProvisionState proto.ProvisionState
+	Reservation    *string
+	Doc            []byte
+}
+
+// NodeViews reads nodes as views: one column per node, no decoding.
+type NodeViews interface {
+	// GetNodeView is GetNode's view (by UUID or name).
+	GetNodeView(ctx context.Context, ident string) (NodeView, error)
+	// ListNodeViews is ListNodes' views (Summary is ignored).
+	ListNodeViews(ctx context.Context, q NodeQuery) ([]NodeView, error)
+}
+
+// ViewsOf is st's NodeViews, through wrappers (Unwrapper); false if it has
+// none.
+func ViewsOf(st Store) (NodeViews, bool) {
+	for {
+		if v, ok := st.(NodeViews); ok {
+			return v, true
+		}
+		w, ok := st.(Unwrapper)
+		if !ok {
+			return nil, false
+		}
+		st = w.Unwrap()
+	}
+}
+
+// maskedDoc is the masked_doc column for the stored document doc, lined
+// (jsonscan.ToLined) so that readers split it with one search per member.
+func maskedDoc(doc []byte) ([]byte, error) {
+	n, err := decodeNode(doc, nil)
+	if err != nil {
+		return nil, err
+	}
+	m := secrets.Node(n)
+	b, err := json.Marshal(&m)
+	if err != nil {
+		return nil, err
+	}
+	return jsonscan.ToLined(b)
+}
+
+// viewCols reads a NodeView: the masked document, or the document when the
+// masked one is missing (NULL) and must be derived.
+const viewCols = "uuid, provision_state, reservation, masked_doc IS NOT NULL, COALESCE(masked_doc, doc)"
+
+// nodeViewQuery selects a NodeView by col (uuid or name).
+func nodeViewQuery(col string) string {
+	return "SELECT " + viewCols + " FROM nodes WHERE " + col + " = ?"
+}
+
+// scanView scans viewCols into v, deriving a missing masked document.
+func scanView(scan func(dest ...any) error, v *NodeView) error {
+	var (
+		prov   string
+		res    sql.NullString
+		masked bool
+		doc    []byte
+	)
+	if err := scan(&v.UUID, &prov, &res, &masked, &doc); err != nil {
+		return err
+	}
+	v.ProvisionState = proto.ProvisionState(prov)
+	v.Reservation = nil
+	if res.Valid {
+		v.Reservation = &res.String
+	}
+	if !masked {
+		var err error
+		if doc, err = maskedDoc(doc); err != nil {
+			return err
+		}
+	}
+	v.Doc = doc
+	return nil
+}
+
+func (s *sqlStore) GetNodeView(ctx context.Context, ident string) (NodeView, error) {
+	var v NodeView
+	err := byUUIDOrName(func(col string) error {
+		return scanView(s.queryRow(ctx, s.rdb, nodeViewQuery(col), ident).Scan, &v)
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return NodeView{}, fmt.Errorf("node %s: %w", ident, ErrNotFound)
+	}
+	if err != nil {
+		return NodeView{}, fmt.Errorf("get node %s: %w", ident, err)
+	}
+	return v, nil
+}
+
+func (s *sqlStore) ListNodeViews(ctx context.Context, q NodeQuery) ([]NodeView, error) {
+	where, args := nodeWhere(q)
+	rows, err := s.list(ctx, "nodes", viewCols, nodeSortExprs, where, args, q.SortKey, q.SortDir, q.Marker, q.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	defer rows.Close()
+	var out []NodeView
+	for rows.Next() {
+		var v NodeView
+		if err := scanView(rows.Scan, &v); err != nil {
+			return nil, fmt.Errorf("list nodes: %w", err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	return out, nil
+}
