@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
@@ -29,6 +30,12 @@ type resource[T any] struct {
 	// sinceVersion is the microversion that introduced the collection (0:
 	// always there); older requests get 404, as from Ironic.
 	sinceVersion int
+	// tooOld, when set, is the message older requests get: 404 for a GET,
+	// 405 for the other methods (deploy templates, runbooks).
+	tooOld string
+	// byName, when set, is the store filter that finds an object by its
+	// name: the URL may then name an object by UUID or name.
+	byName string
 	listFields   []string // the fields a list shows without detail or fields
 	createFields []string // the keys POST accepts
 	required     []string // keys POST needs
@@ -51,6 +58,10 @@ type resource[T any] struct {
 	links func(c echo.Context, v *T, shown map[string]bool)
 	// inUse is the answer to deleting an object that others refer to.
 	inUse func(ident string) *Error
+	// taken is the answer to a write of v that violates a unique
+	// constraint other than the UUID's (err wraps the Resource.Unique
+	// error), nil for other errors.
+	taken func(err error, v *T) *Error
 
 	store  *store.Resources[T]
 	wire   []wireField
@@ -80,7 +91,13 @@ func (r *resource[T]) mount(e *echo.Echo, st *store.Resources[T], err error) {
 	h := func(f echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			if minor(c) < r.sinceVersion {
-				return notFound("The resource could not be found.")
+				switch {
+				case r.tooOld == "":
+					return notFound("The resource could not be found.")
+				case c.Request().Method == http.MethodGet:
+					return notFound("%s", r.tooOld)
+				}
+				return errorf(http.StatusMethodNotAllowed, "%s", r.tooOld)
 			}
 			if err != nil {
 				return errorf(http.StatusServiceUnavailable, "%s are not available: %v", r.name, err)
@@ -100,15 +117,28 @@ func (r *resource[T]) mount(e *echo.Echo, st *store.Resources[T], err error) {
 	e.DELETE(base+"/:id", h(r.delete))
 }
 
-// ident reads the object's UUID from the URL: anything else is a 400, as
-// in Ironic.
+// ident reads the object's UUID from the URL, or its name where the
+// resource has names; anything else is a 400, as in Ironic.
 func (r *resource[T]) ident(c echo.Context) (string, error) {
 	s := c.Param("id")
 	u, err := uuid.Parse(s)
-	if err != nil || len(s) != 36 {
+	if err == nil && len(s) == 36 {
+		return u.String(), nil
+	}
+	if r.byName == "" {
 		return "", badRequest("Expected a UUID but received %s.", s)
 	}
-	return u.String(), nil
+	if len(s) > 255 || !nameRE.MatchString(s) {
+		return "", badRequest("Expected a logical name or UUID but received %s.", s)
+	}
+	items, err := r.store.List(c.Request().Context(), store.Query{Filters: map[string]string{r.byName: s}, Limit: 1})
+	if err != nil {
+		return "", err
+	}
+	if len(items) == 0 {
+		return "", notFound("%s %s could not be found.", r.kind, s)
+	}
+	return *r.store.UUID(items[0]), nil
 }
 
 // failed turns a store error into Ironic's answer.
@@ -117,7 +147,7 @@ func (r *resource[T]) failed(err error, ident string) error {
 	case errors.Is(err, store.ErrNotFound):
 		return notFound("%s %s could not be found.", r.kind, ident)
 	case errors.Is(err, store.ErrDuplicateUUID):
-		return conflict("A %s with UUID %s already exists.", r.name, ident)
+		return conflict("A %s with UUID %s already exists.", strings.ToLower(r.kind), ident)
 	case errors.Is(err, store.ErrInUse) && r.inUse != nil:
 		return r.inUse(ident)
 	}
@@ -126,6 +156,17 @@ func (r *resource[T]) failed(err error, ident string) error {
 		return apiErr
 	}
 	return err
+}
+
+// failedWrite is failed for a create or update of v, which may also
+// violate a unique constraint (Resource.Unique): taken answers those.
+func (r *resource[T]) failedWrite(err error, ident string, v *T) error {
+	if r.taken != nil && !errors.Is(err, store.ErrDuplicateUUID) {
+		if e := r.taken(err, v); e != nil {
+			return e
+		}
+	}
+	return r.failed(err, ident)
 }
 
 // send answers with one object, as the plan shows it.
@@ -182,7 +223,7 @@ func (r *resource[T]) create(c echo.Context) error {
 		}
 	}
 	if err := r.store.Create(ctx, &v); err != nil {
-		return r.failed(err, *id)
+		return r.failedWrite(err, *id, &v)
 	}
 	c.Response().Header().Set("Location", baseURL(c)+"/v1/"+r.name+"/"+*id)
 	return r.send(c, http.StatusCreated, &v, nil)
@@ -306,6 +347,7 @@ func (r *resource[T]) patch(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
+	var tried T
 	v, err := r.store.Update(ctx, id, func(v *T) error {
 		updated := r.fresh()
 		if err := applyPatch(v, r.fresh(), ops, &updated, r.name); err != nil {
@@ -319,11 +361,11 @@ func (r *resource[T]) patch(c echo.Context) error {
 				return err
 			}
 		}
-		*v = updated
+		*v, tried = updated, updated
 		return nil
 	})
 	if err != nil {
-		return r.failed(err, id)
+		return r.failedWrite(err, id, &tried)
 	}
 	return r.send(c, http.StatusOK, v, nil)
 }
