@@ -66,6 +66,8 @@ type Server struct {
 	// that is not SQL), answered as 503 there.
 	chassis    *resource[proto.Chassis]
 	chassisErr error
+	// steps serves deploy templates, runbooks and volume (templates.go).
+	steps stepResources
 }
 
 // New builds the API with every route mounted. It panics on an invalid
@@ -195,6 +197,7 @@ func (s *Server) routes() {
 	s.chassis.mount(e, chStore, s.chassisErr)
 	e.GET("/v1/chassis/:id/nodes", s.chassisNodes(false))
 	e.GET("/v1/chassis/:id/nodes/detail", s.chassisNodes(true))
+	s.mountStepResources(e)
 	e.GET("/v1/allocations", s.emptyCollection("allocations"))
 	e.GET("/v1/portgroups", s.emptyCollection("portgroups"))
 }
