@@ -273,7 +273,7 @@ func (f *flow) continueSteps(ctx context.Context, kind proto.StepKind) error {
 		if err != nil {
 			return f.fail(ctx, fmt.Sprintf("Node %s: getting %s steps from the agent at %s failed: %v", n.UUID, kind, ag.URL, err))
 		}
-		plan, image, err := f.plan(kind, agentSteps(res))
+		plan, image, err := f.plan(ctx, kind, agentSteps(res))
 		if err != nil {
 			return f.fail(ctx, fmt.Sprintf("Node %s: %v", n.UUID, err))
 		}
@@ -349,7 +349,7 @@ func isManualClean(n *proto.Node) bool {
 
 // plan builds the step list of a flow once the agent's steps are known, and
 // for a direct deploy write_image's arguments.
-func (f *flow) plan(kind proto.StepKind, agent []proto.Step) ([]proto.StepCall, *proto.PrepareImageParams, error) {
+func (f *flow) plan(ctx context.Context, kind proto.StepKind, agent []proto.Step) ([]proto.StepCall, *proto.PrepareImageParams, error) {
 	n := f.n
 	fs, err := flowstate.Of(n)
 	if err != nil {
@@ -369,7 +369,7 @@ func (f *flow) plan(kind proto.StepKind, agent []proto.Step) ([]proto.StepCall, 
 			return nil, nil, err
 		}
 	}
-	return buildDeploySteps(f.ifs.Deploy, agent, fs.UserDeploySteps), args, nil
+	return f.deployPlan(ctx, agent, fs.UserDeploySteps, args)
 }
 
 // imageArgs are write_image's arguments for n: what to write and the
