@@ -35,7 +35,7 @@ type resource[T any] struct {
 	tooOld string
 	// byName, when set, is the store filter that finds an object by its
 	// name: the URL may then name an object by UUID or name.
-	byName string
+	byName       string
 	listFields   []string // the fields a list shows without detail or fields
 	createFields []string // the keys POST accepts
 	required     []string // keys POST needs
