@@ -141,3 +141,20 @@ func stepNumber(raw json.RawMessage) (int, error) {
 	}
 	return int(n), nil
 }
+
+// Runbook is a named list of steps for manual cleaning or servicing
+// (Ironic's /v1/runbooks, 1.92): PUT …/states/provision with target clean
+// or service and "runbook" runs them on a node that has the runbook's name
+// among its traits.
+type Runbook struct {
+	UUID           string        `json:"uuid"`
+	Name           string        `json:"name"`
+	Steps          []RunbookStep `json:"steps"`
+	DisableRamdisk bool          `json:"disable_ramdisk"`
+	Extra          Dict          `json:"extra"`
+	Public         bool          `json:"public"`
+	Owner          *string       `json:"owner"`
+	CreatedAt      *Time         `json:"created_at"`
+	UpdatedAt      *Time         `json:"updated_at"`
+	Links          []Link        `json:"links,omitempty"`
+}

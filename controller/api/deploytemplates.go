@@ -79,22 +79,32 @@ func checkTraitName(what, name string) error {
 // checkDeploySteps applies Ironic's rules to a template's steps: at least
 // one, known interfaces, each interface.step at most once.
 func checkDeploySteps(steps []proto.DeployTemplateStep) error {
+	ids := make([][2]string, len(steps))
+	for i, s := range steps {
+		ids[i] = [2]string{s.Interface, s.Step}
+	}
+	return checkUserSteps("deploy template", ids)
+}
+
+// checkUserSteps checks the interface and step of each of a template's or
+// runbook's steps (the rest the step's decoding checked).
+func checkUserSteps(what string, steps [][2]string) error {
 	if len(steps) == 0 {
-		return badRequest("Invalid deploy template: steps: [] is too short")
+		return badRequest("Invalid %s: steps: [] is too short", what)
 	}
 	if len(steps) > maxTemplateSteps {
-		return badRequest("Invalid deploy template: more than %d steps", maxTemplateSteps)
+		return badRequest("Invalid %s: more than %d steps", what, maxTemplateSteps)
 	}
 	var dups []string
 	seen := map[string]bool{}
 	for _, s := range steps {
-		if !slices.Contains(deployStepInterfaces, s.Interface) {
-			return badRequest("Invalid deploy template: interface: '%s' is not one of %s", s.Interface, quoteList(deployStepInterfaces))
+		if !slices.Contains(deployStepInterfaces, s[0]) {
+			return badRequest("Invalid %s: interface: '%s' is not one of %s", what, s[0], quoteList(deployStepInterfaces))
 		}
-		if err := checkStepName(s.Step); err != nil {
+		if err := checkStepName(s[1]); err != nil {
 			return err
 		}
-		key := s.Interface + "." + s.Step
+		key := s[0] + "." + s[1]
 		if seen[key] && !slices.Contains(dups, key) {
 			dups = append(dups, key)
 		}
@@ -106,6 +116,7 @@ func checkDeploySteps(steps []proto.DeployTemplateStep) error {
 			iface, step, _ := strings.Cut(d, ".")
 			parts = append(parts, fmt.Sprintf("interface: %s, step: %s", iface, step))
 		}
+		// Ironic words it so for runbooks too.
 		return badRequest("Deploy template invalid: Duplicate deploy steps. A template cannot have multiple deploy steps with the same interface and step. Duplicates: %s.",
 			strings.Join(parts, "; "))
 	}

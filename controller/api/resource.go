@@ -120,7 +120,11 @@ func (r *resource[T]) mount(e *echo.Echo, st *store.Resources[T], err error) {
 // ident reads the object's UUID from the URL, or its name where the
 // resource has names; anything else is a 400, as in Ironic.
 func (r *resource[T]) ident(c echo.Context) (string, error) {
-	s := c.Param("id")
+	return r.lookup(c.Request().Context(), c.Param("id"))
+}
+
+// lookup is ident for s, a UUID or (where the resource has names) a name.
+func (r *resource[T]) lookup(ctx context.Context, s string) (string, error) {
 	u, err := uuid.Parse(s)
 	if err == nil && len(s) == 36 {
 		return u.String(), nil
@@ -131,7 +135,7 @@ func (r *resource[T]) ident(c echo.Context) (string, error) {
 	if len(s) > 255 || !nameRE.MatchString(s) {
 		return "", badRequest("Expected a logical name or UUID but received %s.", s)
 	}
-	items, err := r.store.List(c.Request().Context(), store.Query{Filters: map[string]string{r.byName: s}, Limit: 1})
+	items, err := r.store.List(ctx, store.Query{Filters: map[string]string{r.byName: s}, Limit: 1})
 	if err != nil {
 		return "", err
 	}

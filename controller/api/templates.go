@@ -11,6 +11,7 @@ import (
 // runbooks and volume connectors and targets.
 type stepResources struct {
 	templates *resource[proto.DeployTemplate]
+	runbooks  *resource[proto.Runbook]
 }
 
 // mountStepResources routes deploy templates, runbooks and volume.
@@ -19,4 +20,9 @@ func (s *Server) mountStepResources(e *echo.Echo) {
 	s.steps.templates = &dt
 	st, err := store.NewResources(s.store, store.DeployTemplateResource)
 	dt.mount(e, st, err)
+
+	rb := runbooksAPI
+	s.steps.runbooks = &rb
+	rbStore, err := store.NewResources(s.store, store.RunbookResource)
+	rb.mount(e, rbStore, err)
 }

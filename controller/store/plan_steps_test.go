@@ -15,6 +15,7 @@ import (
 func stepResourcePlans(t *testing.T, st *sqlStore) []resourcePlan {
 	t.Helper()
 	out := plansOf(t, st, DeployTemplateResource, &proto.DeployTemplate{UUID: "77777777-2222-4333-8444-555555555556", Name: "CUSTOM_X"})
+	out = append(out, plansOf(t, st, RunbookResource, &proto.Runbook{UUID: "77777777-2222-4333-8444-555555555557", Name: "CUSTOM_X"})...)
 	return out
 }
 
