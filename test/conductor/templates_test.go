@@ -91,3 +91,43 @@ func TestDeployTemplateAddsSteps(t *testing.T) {
 		t.Errorf("deploy steps sent: %v", sent)
 	}
 }
+
+// TestManualCleanWithRunbook: "clean" with a runbook runs the runbook's
+// steps in its order, with its args, as manual cleaning runs clean_steps.
+func TestManualCleanWithRunbook(t *testing.T) {
+	c := startController(t, controllerOpts{})
+	m := &machine{}
+	uuid := c.enroll("node-rb", "52:54:00:00:14:02", nil, m)
+	code, out := c.call("POST", "/v1/runbooks", map[string]any{"name": "CUSTOM_WIPE", "steps": []map[string]any{
+		{"interface": "deploy", "step": "erase_devices_metadata", "order": 2},
+		{"interface": "deploy", "step": "erase_devices_express", "order": 1, "args": map[string]any{"passes": 1}},
+	}})
+	if code != 201 {
+		t.Fatalf("runbook: %d %v", code, out)
+	}
+	if _, err := c.st.UpdateNode(context.Background(), uuid, func(n *proto.Node) error {
+		n.Traits = []string{"CUSTOM_WIPE"}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c.provision(uuid, map[string]any{"target": "manage"})
+	c.waitState(uuid, proto.StateManageable, 10*time.Second)
+	c.provision(uuid, map[string]any{"target": "clean", "runbook": "CUSTOM_WIPE"})
+	c.waitState(uuid, proto.StateManageable, 10*time.Second)
+	got := commandsSent(t, m)
+	want := []string{"clean.get_clean_steps", "clean.execute_clean_step(erase_devices_express)", "clean.execute_clean_step(erase_devices_metadata)", "standby.power_off"}
+	if !slices.Equal(got, want) {
+		t.Errorf("runbook clean commands:\n got %v\nwant %v", got, want)
+	}
+	m.mu.Lock()
+	agent := m.agents[len(m.agents)-1]
+	m.mu.Unlock()
+	for _, r := range agent.Requests() {
+		if st, ok := r.Params["step"].(map[string]any); ok && st["step"] == "erase_devices_express" {
+			if args, _ := st["args"].(map[string]any); args["passes"] != float64(1) {
+				t.Errorf("step sent as %v", st)
+			}
+		}
+	}
+}
