@@ -24,6 +24,9 @@ import (
 type resource[T any] struct {
 	kind string // in messages: "Chassis %s could not be found."
 	name string // the collection: URL segment and list key
+	// path is the collection's URL under /v1/ where it is not name
+	// ("volume/connectors", listed as "connectors").
+	path string
 	// minVersion gives the microversion that introduced each field; fields
 	// absent from it are as old as the collection.
 	minVersion map[string]int
@@ -56,6 +59,10 @@ type resource[T any] struct {
 	mask func(v *T) T
 	// links fills in the link lists of v that the plan shows.
 	links func(c echo.Context, v *T, shown map[string]bool)
+	// guard, when set, may refuse a change of v: its update (v as patched)
+	// or deletion (v as stored), action naming which. It may read the
+	// store (not write it).
+	guard func(ctx context.Context, v *T, action string) error
 	// inUse is the answer to deleting an object that others refer to.
 	inUse func(ident string) *Error
 	// taken is the answer to a write of v that violates a unique
@@ -87,7 +94,7 @@ func (r *resource[T]) mount(e *echo.Echo, st *store.Resources[T], err error) {
 	for _, f := range r.wire {
 		r.known[f.name] = true
 	}
-	base := "/v1/" + r.name
+	base := "/v1/" + r.urlPath()
 	h := func(f echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			if minor(c) < r.sinceVersion {
@@ -115,6 +122,14 @@ func (r *resource[T]) mount(e *echo.Echo, st *store.Resources[T], err error) {
 	e.GET(base+"/:id", h(r.get))
 	e.PATCH(base+"/:id", h(r.patch))
 	e.DELETE(base+"/:id", h(r.delete))
+}
+
+// urlPath is the collection's path under /v1/.
+func (r *resource[T]) urlPath() string {
+	if r.path != "" {
+		return r.path
+	}
+	return r.name
 }
 
 // ident reads the object's UUID from the URL, or its name where the
@@ -229,7 +244,7 @@ func (r *resource[T]) create(c echo.Context) error {
 	if err := r.store.Create(ctx, &v); err != nil {
 		return r.failedWrite(err, *id, &v)
 	}
-	c.Response().Header().Set("Location", baseURL(c)+"/v1/"+r.name+"/"+*id)
+	c.Response().Header().Set("Location", baseURL(c)+"/v1/"+r.urlPath()+"/"+*id)
 	return r.send(c, http.StatusCreated, &v, nil)
 }
 
@@ -257,14 +272,14 @@ func (r *resource[T]) list(c echo.Context) error {
 	if detail != nil && minor(c) < 43 {
 		return notAcceptable()
 	}
-	return r.listCommon(c, detail != nil && *detail, "/v1/"+r.name)
+	return r.listCommon(c, detail != nil && *detail, "/v1/"+r.urlPath())
 }
 
 func (r *resource[T]) listDetail(c echo.Context) error {
 	if c.QueryParam("detail") != "" {
-		return badRequest("Parameter 'detail' is not allowed on /v1/%s/detail", r.name)
+		return badRequest("Parameter 'detail' is not allowed on /v1/%s/detail", r.urlPath())
 	}
-	return r.listCommon(c, true, "/v1/"+r.name+"/detail")
+	return r.listCommon(c, true, "/v1/"+r.urlPath()+"/detail")
 }
 
 // listQuery reads the request's filters into a store query.
@@ -294,6 +309,12 @@ func (r *resource[T]) listQuery(c echo.Context) (map[string]string, error) {
 }
 
 func (r *resource[T]) listCommon(c echo.Context, detail bool, path string) error {
+	return r.listIn(c, detail, path, nil)
+}
+
+// listIn is listCommon within scope, store filters the request cannot
+// change (the node of /v1/nodes/{id}/volume/connectors).
+func (r *resource[T]) listIn(c echo.Context, detail bool, path string, scope map[string]string) error {
 	p, err := parseListParams(c, r.sorted)
 	if err != nil {
 		return err
@@ -311,6 +332,12 @@ func (r *resource[T]) listCommon(c echo.Context, detail bool, path string) error
 	filters, err := r.listQuery(c)
 	if err != nil {
 		return err
+	}
+	if scope != nil {
+		if filters == nil {
+			filters = map[string]string{}
+		}
+		maps.Copy(filters, scope)
 	}
 	items, err := r.store.List(c.Request().Context(), store.Query{Filters: filters, Limit: p.limit, Marker: p.marker,
 		SortKey: p.sortKey, SortDir: p.sortDir})
@@ -365,6 +392,11 @@ func (r *resource[T]) patch(c echo.Context) error {
 				return err
 			}
 		}
+		if r.guard != nil {
+			if err := r.guard(ctx, &updated, "update"); err != nil {
+				return err
+			}
+		}
 		*v, tried = updated, updated
 		return nil
 	})
@@ -378,6 +410,15 @@ func (r *resource[T]) delete(c echo.Context) error {
 	id, err := r.ident(c)
 	if err != nil {
 		return err
+	}
+	if r.guard != nil {
+		v, err := r.store.Get(c.Request().Context(), id)
+		if err != nil {
+			return r.failed(err, id)
+		}
+		if err := r.guard(c.Request().Context(), v, "deletion"); err != nil {
+			return err
+		}
 	}
 	if err := r.store.Delete(c.Request().Context(), id); err != nil {
 		return r.failed(err, id)
