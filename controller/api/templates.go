@@ -10,8 +10,10 @@ import (
 // stepResources are the described resources of deploy templates,
 // runbooks and volume connectors and targets.
 type stepResources struct {
-	templates *resource[proto.DeployTemplate]
-	runbooks  *resource[proto.Runbook]
+	templates  *resource[proto.DeployTemplate]
+	runbooks   *resource[proto.Runbook]
+	connectors *resource[proto.VolumeConnector]
+	targets    *resource[proto.VolumeTarget]
 }
 
 // mountStepResources routes deploy templates, runbooks and volume.
@@ -25,4 +27,6 @@ func (s *Server) mountStepResources(e *echo.Echo) {
 	s.steps.runbooks = &rb
 	rbStore, err := store.NewResources(s.store, store.RunbookResource)
 	rb.mount(e, rbStore, err)
+
+	s.mountVolume(e)
 }

@@ -16,6 +16,11 @@ func stepResourcePlans(t *testing.T, st *sqlStore) []resourcePlan {
 	t.Helper()
 	out := plansOf(t, st, DeployTemplateResource, &proto.DeployTemplate{UUID: "77777777-2222-4333-8444-555555555556", Name: "CUSTOM_X"})
 	out = append(out, plansOf(t, st, RunbookResource, &proto.Runbook{UUID: "77777777-2222-4333-8444-555555555557", Name: "CUSTOM_X"})...)
+	node := "11111111-2222-4333-8444-555555555555" // the callers' node
+	out = append(out, plansOf(t, st, VolumeConnectorResource, &proto.VolumeConnector{UUID: "77777777-2222-4333-8444-555555555558",
+		NodeUUID: node, Type: "iqn", ConnectorID: "iqn.x"})...)
+	out = append(out, plansOf(t, st, VolumeTargetResource, &proto.VolumeTarget{UUID: "77777777-2222-4333-8444-555555555559",
+		NodeUUID: node, VolumeType: "iscsi", VolumeID: "v1"})...)
 	return out
 }
 

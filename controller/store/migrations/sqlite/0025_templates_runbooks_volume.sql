@@ -43,6 +43,7 @@ CREATE TABLE volume_connectors (
 );
 CREATE INDEX volume_connectors_node_uuid ON volume_connectors (node_uuid);
 CREATE INDEX volume_connectors_connector_id ON volume_connectors (connector_id);
+CREATE INDEX volume_connectors_type_sort ON volume_connectors (type);
 CREATE INDEX volume_connectors_created_at ON volume_connectors (created_at);
 CREATE INDEX volume_connectors_updated_at ON volume_connectors (updated_at);
 
