@@ -118,6 +118,13 @@ func TestRunbookRules(t *testing.T) {
 			}
 		})
 	}
+	// GET /v1/ links the collection from 1.92.
+	for v, want := range map[string]bool{"1.91": false, "1.92": true} {
+		code, root := call(t, srv, "GET", "/v1/", v, "")
+		if _, ok := root["runbooks"]; code != http.StatusOK || ok != want {
+			t.Errorf("GET /v1/ at %s: runbooks linked %v, want %v", v, ok, want)
+		}
+	}
 	// Making it public drops its owner, as Ironic's patch does.
 	code, got := call(t, srv, "PATCH", "/v1/runbooks/CUSTOM_WIPE", "1.92", `[{"op":"replace","path":"/public","value":true}]`)
 	if code != http.StatusOK || got["public"] != true || got["owner"] != nil {

@@ -262,6 +262,7 @@ func (s *Server) getV1(c echo.Context) error {
 		{22, &doc.Lookup, "lookup"}, {22, &doc.Heartbeat, "heartbeat"}, {24, &doc.Portgroups, "portgroups"},
 		{32, &doc.Volume, "volume"}, {49, &doc.Conductors, "conductors"}, {52, &doc.Allocations, "allocations"},
 		{54, &doc.Events, "events"}, {55, &doc.DeployTemplates, "deploy_templates"}, {82, &doc.Shards, "shards"},
+		{92, &doc.Runbooks, "runbooks"},
 	} {
 		if minor(c) >= l.minor {
 			*l.dst = coll(l.name)
