@@ -196,4 +196,18 @@ func TestProvisionWithRunbook(t *testing.T) {
 	if got, err := st.GetNode(ctx, uuid); err != nil || got.ProvisionState != proto.StateCleaning {
 		t.Errorf("after the request: %v %v", got.ProvisionState, err)
 	}
+	// Service on an active node takes the runbook instead of service_steps.
+	if _, err := st.UpdateNode(ctx, uuid, func(n *proto.Node) error { n.ProvisionState = proto.StateActive; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if code, b := call(t, srv, "PUT", prov, "1.92", `{"target":"service","runbook":"CUSTOM_WIPE","service_steps":[{"interface":"deploy","step":"x"}]}`); code != http.StatusBadRequest ||
+		!strings.Contains(ironicFault(t, b), `Please provide either "service_steps" or a runbook, but not both.`) {
+		t.Errorf("service with steps and a runbook: %d %v", code, b)
+	}
+	if code, b := call(t, srv, "PUT", prov, "1.92", `{"target":"service","runbook":"CUSTOM_WIPE"}`); code != http.StatusAccepted {
+		t.Fatalf("service with the runbook: %d %v", code, b)
+	}
+	if got, err := st.GetNode(ctx, uuid); err != nil || got.ProvisionState != proto.StateServicing {
+		t.Errorf("after the service request: %v %v", got.ProvisionState, err)
+	}
 }
