@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gophercloud/gophercloud/v2/openstack/baremetal/v1/nodes"
 	"github.com/gophercloud/gophercloud/v2/openstack/baremetal/v1/runbooks"
@@ -71,6 +72,16 @@ func TestRunbooksGophercloud(t *testing.T) {
 	}
 	if err := nodes.ChangeProvisionState(ctx, c, node.UUID, nodes.ProvisionStateOpts{Target: nodes.TargetManage}).ExtractErr(); err != nil {
 		t.Fatal(err)
+	}
+	// The conductor verifies the node first; the deadline is a safety net.
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		n, err := nodes.Get(ctx, c, node.UUID).Extract()
+		if err == nil && n.ProvisionState == "manageable" && n.Reservation == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node not manageable: %+v, %v", n, err)
+		}
 	}
 	err = nodes.ChangeProvisionState(ctx, c, node.UUID, nodes.ProvisionStateOpts{Target: nodes.TargetClean, Runbook: "CUSTOM_WIPE"}).ExtractErr()
 	wantStatus(t, err, http.StatusBadRequest)
