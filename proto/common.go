@@ -64,6 +64,7 @@ type V1 struct {
 	Events          []Link     `json:"events,omitempty"`
 	DeployTemplates []Link     `json:"deploy_templates,omitempty"`
 	Shards          []Link     `json:"shards,omitempty"`
+	Runbooks        []Link     `json:"runbooks,omitempty"`
 	Version         Version    `json:"version"`
 }
 

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
@@ -23,12 +24,21 @@ import (
 type resource[T any] struct {
 	kind string // in messages: "Chassis %s could not be found."
 	name string // the collection: URL segment and list key
+	// path is the collection's URL under /v1/ where it is not name
+	// ("volume/connectors", listed as "connectors").
+	path string
 	// minVersion gives the microversion that introduced each field; fields
 	// absent from it are as old as the collection.
 	minVersion map[string]int
 	// sinceVersion is the microversion that introduced the collection (0:
 	// always there); older requests get 404, as from Ironic.
 	sinceVersion int
+	// tooOld, when set, is the message older requests get: 404 for a GET,
+	// 405 for the other methods (deploy templates, runbooks).
+	tooOld string
+	// byName, when set, is the store filter that finds an object by its
+	// name: the URL may then name an object by UUID or name.
+	byName       string
 	listFields   []string // the fields a list shows without detail or fields
 	createFields []string // the keys POST accepts
 	required     []string // keys POST needs
@@ -49,8 +59,16 @@ type resource[T any] struct {
 	mask func(v *T) T
 	// links fills in the link lists of v that the plan shows.
 	links func(c echo.Context, v *T, shown map[string]bool)
+	// guard, when set, may refuse a change of v: its update (v as patched)
+	// or deletion (v as stored), action naming which. It may read the
+	// store (not write it).
+	guard func(ctx context.Context, v *T, action string) error
 	// inUse is the answer to deleting an object that others refer to.
 	inUse func(ident string) *Error
+	// taken is the answer to a write of v that violates a unique
+	// constraint other than the UUID's (err wraps the Resource.Unique
+	// error), nil for other errors.
+	taken func(err error, v *T) *Error
 
 	store  *store.Resources[T]
 	wire   []wireField
@@ -76,11 +94,17 @@ func (r *resource[T]) mount(e *echo.Echo, st *store.Resources[T], err error) {
 	for _, f := range r.wire {
 		r.known[f.name] = true
 	}
-	base := "/v1/" + r.name
+	base := "/v1/" + r.urlPath()
 	h := func(f echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			if minor(c) < r.sinceVersion {
-				return notFound("The resource could not be found.")
+				switch {
+				case r.tooOld == "":
+					return notFound("The resource could not be found.")
+				case c.Request().Method == http.MethodGet:
+					return notFound("%s", r.tooOld)
+				}
+				return errorf(http.StatusMethodNotAllowed, "%s", r.tooOld)
 			}
 			if err != nil {
 				return errorf(http.StatusServiceUnavailable, "%s are not available: %v", r.name, err)
@@ -100,15 +124,40 @@ func (r *resource[T]) mount(e *echo.Echo, st *store.Resources[T], err error) {
 	e.DELETE(base+"/:id", h(r.delete))
 }
 
-// ident reads the object's UUID from the URL: anything else is a 400, as
-// in Ironic.
+// urlPath is the collection's path under /v1/.
+func (r *resource[T]) urlPath() string {
+	if r.path != "" {
+		return r.path
+	}
+	return r.name
+}
+
+// ident reads the object's UUID from the URL, or its name where the
+// resource has names; anything else is a 400, as in Ironic.
 func (r *resource[T]) ident(c echo.Context) (string, error) {
-	s := c.Param("id")
+	return r.lookup(c.Request().Context(), c.Param("id"))
+}
+
+// lookup is ident for s, a UUID or (where the resource has names) a name.
+func (r *resource[T]) lookup(ctx context.Context, s string) (string, error) {
 	u, err := uuid.Parse(s)
-	if err != nil || len(s) != 36 {
+	if err == nil && len(s) == 36 {
+		return u.String(), nil
+	}
+	if r.byName == "" {
 		return "", badRequest("Expected a UUID but received %s.", s)
 	}
-	return u.String(), nil
+	if len(s) > 255 || !nameRE.MatchString(s) {
+		return "", badRequest("Expected a logical name or UUID but received %s.", s)
+	}
+	items, err := r.store.List(ctx, store.Query{Filters: map[string]string{r.byName: s}, Limit: 1})
+	if err != nil {
+		return "", err
+	}
+	if len(items) == 0 {
+		return "", notFound("%s %s could not be found.", r.kind, s)
+	}
+	return *r.store.UUID(items[0]), nil
 }
 
 // failed turns a store error into Ironic's answer.
@@ -117,7 +166,7 @@ func (r *resource[T]) failed(err error, ident string) error {
 	case errors.Is(err, store.ErrNotFound):
 		return notFound("%s %s could not be found.", r.kind, ident)
 	case errors.Is(err, store.ErrDuplicateUUID):
-		return conflict("A %s with UUID %s already exists.", r.name, ident)
+		return conflict("A %s with UUID %s already exists.", strings.ToLower(r.kind), ident)
 	case errors.Is(err, store.ErrInUse) && r.inUse != nil:
 		return r.inUse(ident)
 	}
@@ -126,6 +175,17 @@ func (r *resource[T]) failed(err error, ident string) error {
 		return apiErr
 	}
 	return err
+}
+
+// failedWrite is failed for a create or update of v, which may also
+// violate a unique constraint (Resource.Unique): taken answers those.
+func (r *resource[T]) failedWrite(err error, ident string, v *T) error {
+	if r.taken != nil && !errors.Is(err, store.ErrDuplicateUUID) {
+		if e := r.taken(err, v); e != nil {
+			return e
+		}
+	}
+	return r.failed(err, ident)
 }
 
 // send answers with one object, as the plan shows it.
@@ -182,9 +242,9 @@ func (r *resource[T]) create(c echo.Context) error {
 		}
 	}
 	if err := r.store.Create(ctx, &v); err != nil {
-		return r.failed(err, *id)
+		return r.failedWrite(err, *id, &v)
 	}
-	c.Response().Header().Set("Location", baseURL(c)+"/v1/"+r.name+"/"+*id)
+	c.Response().Header().Set("Location", baseURL(c)+"/v1/"+r.urlPath()+"/"+*id)
 	return r.send(c, http.StatusCreated, &v, nil)
 }
 
@@ -212,14 +272,14 @@ func (r *resource[T]) list(c echo.Context) error {
 	if detail != nil && minor(c) < 43 {
 		return notAcceptable()
 	}
-	return r.listCommon(c, detail != nil && *detail, "/v1/"+r.name)
+	return r.listCommon(c, detail != nil && *detail, "/v1/"+r.urlPath())
 }
 
 func (r *resource[T]) listDetail(c echo.Context) error {
 	if c.QueryParam("detail") != "" {
-		return badRequest("Parameter 'detail' is not allowed on /v1/%s/detail", r.name)
+		return badRequest("Parameter 'detail' is not allowed on /v1/%s/detail", r.urlPath())
 	}
-	return r.listCommon(c, true, "/v1/"+r.name+"/detail")
+	return r.listCommon(c, true, "/v1/"+r.urlPath()+"/detail")
 }
 
 // listQuery reads the request's filters into a store query.
@@ -249,6 +309,12 @@ func (r *resource[T]) listQuery(c echo.Context) (map[string]string, error) {
 }
 
 func (r *resource[T]) listCommon(c echo.Context, detail bool, path string) error {
+	return r.listIn(c, detail, path, nil)
+}
+
+// listIn is listCommon within scope, store filters the request cannot
+// change (the node of /v1/nodes/{id}/volume/connectors).
+func (r *resource[T]) listIn(c echo.Context, detail bool, path string, scope map[string]string) error {
 	p, err := parseListParams(c, r.sorted)
 	if err != nil {
 		return err
@@ -266,6 +332,12 @@ func (r *resource[T]) listCommon(c echo.Context, detail bool, path string) error
 	filters, err := r.listQuery(c)
 	if err != nil {
 		return err
+	}
+	if scope != nil {
+		if filters == nil {
+			filters = map[string]string{}
+		}
+		maps.Copy(filters, scope)
 	}
 	items, err := r.store.List(c.Request().Context(), store.Query{Filters: filters, Limit: p.limit, Marker: p.marker,
 		SortKey: p.sortKey, SortDir: p.sortDir})
@@ -306,6 +378,7 @@ func (r *resource[T]) patch(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
+	var tried T
 	v, err := r.store.Update(ctx, id, func(v *T) error {
 		updated := r.fresh()
 		if err := applyPatch(v, r.fresh(), ops, &updated, r.name); err != nil {
@@ -319,11 +392,16 @@ func (r *resource[T]) patch(c echo.Context) error {
 				return err
 			}
 		}
-		*v = updated
+		if r.guard != nil {
+			if err := r.guard(ctx, &updated, "update"); err != nil {
+				return err
+			}
+		}
+		*v, tried = updated, updated
 		return nil
 	})
 	if err != nil {
-		return r.failed(err, id)
+		return r.failedWrite(err, id, &tried)
 	}
 	return r.send(c, http.StatusOK, v, nil)
 }
@@ -332,6 +410,15 @@ func (r *resource[T]) delete(c echo.Context) error {
 	id, err := r.ident(c)
 	if err != nil {
 		return err
+	}
+	if r.guard != nil {
+		v, err := r.store.Get(c.Request().Context(), id)
+		if err != nil {
+			return r.failed(err, id)
+		}
+		if err := r.guard(c.Request().Context(), v, "deletion"); err != nil {
+			return err
+		}
 	}
 	if err := r.store.Delete(c.Request().Context(), id); err != nil {
 		return r.failed(err, id)

@@ -70,6 +70,8 @@ type Server struct {
 	chassis    *resource[proto.Chassis]
 	chassisErr error
 	discovery  *Discovery
+	// steps serves deploy templates, runbooks and volume (templates.go).
+	steps stepResources
 }
 
 // New builds the API with every route mounted. It panics on an invalid
@@ -199,6 +201,7 @@ func (s *Server) routes() {
 	s.chassis.mount(e, chStore, s.chassisErr)
 	e.GET("/v1/chassis/:id/nodes", s.chassisNodes(false))
 	e.GET("/v1/chassis/:id/nodes/detail", s.chassisNodes(true))
+	s.mountStepResources(e)
 	e.GET("/v1/allocations", s.emptyCollection("allocations"))
 	e.GET("/v1/portgroups", s.emptyCollection("portgroups"))
 }
@@ -263,6 +266,7 @@ func (s *Server) getV1(c echo.Context) error {
 		{22, &doc.Lookup, "lookup"}, {22, &doc.Heartbeat, "heartbeat"}, {24, &doc.Portgroups, "portgroups"},
 		{32, &doc.Volume, "volume"}, {49, &doc.Conductors, "conductors"}, {52, &doc.Allocations, "allocations"},
 		{54, &doc.Events, "events"}, {55, &doc.DeployTemplates, "deploy_templates"}, {82, &doc.Shards, "shards"},
+		{92, &doc.Runbooks, "runbooks"},
 	} {
 		if minor(c) >= l.minor {
 			*l.dst = coll(l.name)

@@ -54,6 +54,10 @@ func (s *Server) setProvisionState(c echo.Context) error {
 		return err
 	}
 	ident := c.Param("node")
+	runbook, err := s.provisionRunbook(c, &req)
+	if err != nil {
+		return err
+	}
 	var from proto.ProvisionState
 	n, err := s.updateUnlocked(c.Request().Context(), ident, func(n *proto.Node) error {
 		from = n.ProvisionState
@@ -63,6 +67,9 @@ func (s *Server) setProvisionState(c echo.Context) error {
 		}
 		if n.Reservation != nil {
 			return nodeLocked(n.UUID, *n.Reservation)
+		}
+		if err := applyRunbook(n, runbook, &req); err != nil {
+			return err
 		}
 		recordProvisionRequest(n, req, t)
 		return nil
@@ -124,7 +131,7 @@ func checkProvisionBody(minor int, req *proto.ProvisionRequest) error {
 		}
 	}
 	if v == proto.VerbService {
-		if req.ServiceSteps == nil {
+		if req.ServiceSteps == nil && req.Runbook == "" {
 			return badRequest("\"service_steps\" is required when setting target provision state to service")
 		}
 		if err := checkSteps("service_steps", req.ServiceSteps, false); err != nil {

@@ -28,7 +28,7 @@ const maxDecisions = 64
 func (f *flow) act(ctx context.Context) error {
 	ifs, err := driver.Resolve(f.n)
 	if err != nil {
-		_, err := f.perform(ctx, decide.Step(f.input(flowstate.State{}), decide.DriverUnavailable{Err: err}))
+		_, err := f.perform(ctx, decide.Step(f.input(ctx, flowstate.State{}), decide.DriverUnavailable{Err: err}))
 		return err
 	}
 	f.ifs = ifs
@@ -36,10 +36,10 @@ func (f *flow) act(ctx context.Context) error {
 	for range maxDecisions {
 		fs, err := flowstate.Of(f.n)
 		if err != nil {
-			_, err := f.perform(ctx, decide.Step(f.input(fs), decide.BadState{Err: err}))
+			_, err := f.perform(ctx, decide.Step(f.input(ctx, fs), decide.BadState{Err: err}))
 			return err
 		}
-		in := f.input(fs)
+		in := f.input(ctx, fs)
 		if ev == nil {
 			if ev = decide.Classify(in); ev == nil {
 				return nil
@@ -56,8 +56,10 @@ func (f *flow) act(ctx context.Context) error {
 	return nil
 }
 
-func (f *flow) input(fs flowstate.State) decide.Input {
-	return decide.Input{Node: f.n, State: fs, Deploy: f.ifs.Deploy, Now: time.Now(), Config: f.c.decideConfig()}
+func (f *flow) input(ctx context.Context, fs flowstate.State) decide.Input {
+	in := decide.Input{Node: f.n, State: fs, Deploy: f.ifs.Deploy, Now: time.Now(), Config: f.c.decideConfig()}
+	in.DeploySteps, in.TemplateErr = f.deploySteps(ctx, fs.UserDeploySteps)
+	return in
 }
 
 // fatal marks an error that ends the pass (the store failed, or the

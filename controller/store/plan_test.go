@@ -144,7 +144,7 @@ func resourcePlans(t *testing.T, st *sqlStore) []resourcePlan {
 			}
 		}
 	}
-	return out
+	return append(out, stepResourcePlans(t, st)...)
 }
 
 // TestListPlansAreIndexedPostgres is TestListPlansAreIndexed for

@@ -35,10 +35,12 @@ type Input struct {
 	State flowstate.State
 	// Deploy is the node's deploy interface.
 	Deploy driver.DeployInterface
-	// TemplateSteps are deploy steps the node's deploy templates add; the
-	// executor resolves them and the deploy plan merges them like the
-	// operator's deploy_steps.
-	TemplateSteps []proto.StepCall
+	// DeploySteps, when not nil, are the operator's deploy_steps merged
+	// with those of the deploy templates the node's instance traits select
+	// (templatesteps.Steps, resolved by the executor); TemplateErr is why
+	// they could not be, which fails the deploy when it is planned.
+	DeploySteps []proto.StepCall
+	TemplateErr error
 	// DriverSteps are the steps the node's out-of-band interfaces (bios,
 	// raid, firmware, management) offer; the executor fills them from the
 	// node's interfaces. They join the plans like the agent's steps and

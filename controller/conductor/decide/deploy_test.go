@@ -2,6 +2,7 @@ package decide
 
 import (
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -244,13 +245,15 @@ func TestCustomAgentRunsTheOperatorsDeploySteps(t *testing.T) {
 	}
 }
 
-func TestDeployTemplateStepsJoinThePlanAndTheOperatorsWin(t *testing.T) {
+// The executor merges the templates' steps with the operator's
+// (templatesteps.Steps); the plan uses that list instead of the operator's.
+func TestDeployTemplateStepsJoinThePlan(t *testing.T) {
 	n := node(proto.StateDeployWait, proto.StateActive)
 	user := []proto.StepCall{{Step: proto.Step{Step: "write_image", Interface: "deploy", Priority: 81}}}
 	in := input(t, n, flowstate.State{UserDeploySteps: user}, "direct")
-	in.TemplateSteps = []proto.StepCall{
-		{Step: proto.Step{Step: "write_image", Interface: "deploy", Priority: 70}},
+	in.DeploySteps = []proto.StepCall{
 		{Step: proto.Step{Step: "apply_configuration", Interface: "bios", Priority: 90}},
+		{Step: proto.Step{Step: "write_image", Interface: "deploy", Priority: 81}},
 	}
 	plan, err := Plan(in, proto.StepDeploy, nil)
 	if err != nil {
@@ -259,6 +262,17 @@ func TestDeployTemplateStepsJoinThePlanAndTheOperatorsWin(t *testing.T) {
 	if stepLabel(plan[0]) != "bios.apply_configuration" || stepLabel(plan[1]) != "deploy.write_image" || plan[1].Priority != 81 {
 		t.Errorf("plan starts %s(%d), %s(%d): want the template's bios step, then write_image at the operator's 81",
 			stepLabel(plan[0]), plan[0].Priority, stepLabel(plan[1]), plan[1].Priority)
+	}
+}
+
+// A template that cannot be applied (an instance trait the node lacks)
+// fails the deploy when it is planned.
+func TestDeployTemplateErrorFailsThePlan(t *testing.T) {
+	n := node(proto.StateDeployWait, proto.StateActive)
+	in := input(t, n, flowstate.State{}, "direct")
+	in.TemplateErr = errors.New("Node is missing traits CUSTOM_X")
+	if _, err := Plan(in, proto.StepDeploy, nil); err == nil || err.Error() != "Node is missing traits CUSTOM_X" {
+		t.Fatalf("Plan: %v", err)
 	}
 }
 

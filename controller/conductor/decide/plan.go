@@ -22,10 +22,12 @@ func Plan(in Input, kind proto.StepKind, agent []proto.Step) ([]proto.StepCall, 
 	case proto.StepClean:
 		return buildCleanSteps(agent, s.ManualCleanSteps, isManualClean(in.Node))
 	}
+	if in.TemplateErr != nil {
+		return nil, in.TemplateErr
+	}
 	user := s.UserDeploySteps
-	if len(in.TemplateSteps) > 0 {
-		// Deploy templates' steps come first; the operator's override them.
-		user = append(slices.Clone(in.TemplateSteps), user...)
+	if in.DeploySteps != nil {
+		user = in.DeploySteps
 	}
 	return buildDeploySteps(in.Deploy.WritesImage, agent, user), nil
 }
