@@ -167,6 +167,7 @@ func (s *Server) routes() {
 	e.GET("/v1/nodes/:node/inventory", s.getInventory)
 	e.GET("/v1/nodes/:node/ports", s.listNodePorts)
 	e.GET("/v1/nodes/:node/ports/detail", s.listNodePortsDetail)
+	s.mountTraits(e)
 
 	e.GET("/v1/ports", s.listPorts)
 	e.GET("/v1/ports/", s.listPorts)
