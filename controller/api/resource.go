@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"maps"
 	"net/http"
@@ -51,6 +52,21 @@ type resource[T any] struct {
 	links func(c echo.Context, v *T, shown map[string]bool)
 	// inUse is the answer to deleting an object that others refer to.
 	inUse func(ident string) *Error
+	// byName, when set, is the store filter that finds an object whose URL
+	// names it by something other than its UUID (a logical name).
+	byName string
+	// patchSince is the microversion from which PATCH exists (older: 405).
+	patchSince int
+	// prepare completes a new object from the request body after decoding
+	// (what the body says beyond the object's own fields), before validate.
+	prepare func(c echo.Context, obj map[string]json.RawMessage, v *T) error
+	// created runs after the object is stored and returns what to answer.
+	created func(c echo.Context, v *T) (*T, error)
+	// deleting runs before the object is deleted; its error refuses.
+	deleting func(c echo.Context, v *T) error
+	// storeError, when set, answers store errors first (nil: the common
+	// answers below).
+	storeError func(err error, ident string) *Error
 
 	store  *store.Resources[T]
 	wire   []wireField
@@ -64,6 +80,9 @@ type filter struct {
 	store      string
 	minVersion int
 	check      func(string) (string, error) // nil: taken as is
+	// resolve, when set, maps the checked value to the stored one with
+	// the store at hand (a node name to its UUID).
+	resolve func(ctx context.Context, v string) (string, error)
 }
 
 // mount completes r for st and routes its collection on e. An error from
@@ -80,6 +99,9 @@ func (r *resource[T]) mount(e *echo.Echo, st *store.Resources[T], err error) {
 	h := func(f echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			if minor(c) < r.sinceVersion {
+				if c.Request().Method != http.MethodGet {
+					return &Error{Code: http.StatusMethodNotAllowed, Msg: "The API version does not allow " + r.name, bare: true}
+				}
 				return notFound("The resource could not be found.")
 			}
 			if err != nil {
@@ -105,14 +127,29 @@ func (r *resource[T]) mount(e *echo.Echo, st *store.Resources[T], err error) {
 func (r *resource[T]) ident(c echo.Context) (string, error) {
 	s := c.Param("id")
 	u, err := uuid.Parse(s)
-	if err != nil || len(s) != 36 {
+	if err == nil && len(s) == 36 {
+		return u.String(), nil
+	}
+	if r.byName == "" {
 		return "", badRequest("Expected a UUID but received %s.", s)
 	}
-	return u.String(), nil
+	found, err := r.store.List(c.Request().Context(), store.Query{Filters: map[string]string{r.byName: s}, Limit: 1})
+	if err != nil {
+		return "", err
+	}
+	if len(found) == 0 {
+		return "", notFound("%s %s could not be found.", r.kind, s)
+	}
+	return *r.store.UUID(found[0]), nil
 }
 
 // failed turns a store error into Ironic's answer.
 func (r *resource[T]) failed(err error, ident string) error {
+	if r.storeError != nil {
+		if e := r.storeError(err, ident); e != nil {
+			return e
+		}
+	}
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return notFound("%s %s could not be found.", r.kind, ident)
@@ -167,6 +204,11 @@ func (r *resource[T]) create(c echo.Context) error {
 	if err := decodeInto(obj, &v, r.name); err != nil {
 		return err
 	}
+	if r.prepare != nil {
+		if err := r.prepare(c, obj, &v); err != nil {
+			return err
+		}
+	}
 	id := r.store.UUID(&v)
 	if *id == "" {
 		*id = uuid.NewString()
@@ -184,8 +226,14 @@ func (r *resource[T]) create(c echo.Context) error {
 	if err := r.store.Create(ctx, &v); err != nil {
 		return r.failed(err, *id)
 	}
+	out := &v
+	if r.created != nil {
+		if out, err = r.created(c, &v); err != nil {
+			return r.failed(err, *id)
+		}
+	}
 	c.Response().Header().Set("Location", baseURL(c)+"/v1/"+r.name+"/"+*id)
-	return r.send(c, http.StatusCreated, &v, nil)
+	return r.send(c, http.StatusCreated, out, nil)
 }
 
 func (r *resource[T]) get(c echo.Context) error {
@@ -240,6 +288,12 @@ func (r *resource[T]) listQuery(c echo.Context) (map[string]string, error) {
 				return nil, err
 			}
 		}
+		if f.resolve != nil {
+			var err error
+			if v, err = f.resolve(c.Request().Context(), v); err != nil {
+				return nil, err
+			}
+		}
 		if out == nil {
 			out = map[string]string{}
 		}
@@ -287,6 +341,9 @@ func (r *resource[T]) listCommon(c echo.Context, detail bool, path string) error
 }
 
 func (r *resource[T]) patch(c echo.Context) error {
+	if minor(c) < r.patchSince {
+		return &Error{Code: http.StatusMethodNotAllowed, Msg: "The API version does not allow updating " + r.name, bare: true}
+	}
 	body, err := readBody(c)
 	if err != nil {
 		return err
@@ -332,6 +389,15 @@ func (r *resource[T]) delete(c echo.Context) error {
 	id, err := r.ident(c)
 	if err != nil {
 		return err
+	}
+	if r.deleting != nil {
+		v, err := r.store.Get(c.Request().Context(), id)
+		if err != nil {
+			return r.failed(err, id)
+		}
+		if err := r.deleting(c, v); err != nil {
+			return r.failed(err, id)
+		}
 	}
 	if err := r.store.Delete(c.Request().Context(), id); err != nil {
 		return r.failed(err, id)

@@ -47,6 +47,9 @@ type Config struct {
 	LockWait time.Duration
 	// BodyLimits overrides DefaultBodyLimits, per route class.
 	BodyLimits map[string]int64
+	// NotifyAllocation, when set, is called with a new allocation's UUID so
+	// that a conductor processes it at once instead of at its next scan.
+	NotifyAllocation func(uuid string)
 }
 
 // Server is the /v1 API. It is an http.Handler.
@@ -66,6 +69,10 @@ type Server struct {
 	// that is not SQL), answered as 503 there.
 	chassis    *resource[proto.Chassis]
 	chassisErr error
+	// allocations serves /v1/allocations (allocations.go).
+	allocations      *resource[proto.Allocation]
+	allocationsErr   error
+	notifyAllocation func(string)
 }
 
 // New builds the API with every route mounted. It panics on an invalid
@@ -84,7 +91,7 @@ func New(cfg Config) *Server {
 		cfg.LockWait = DefaultLockWait
 	}
 	s := &Server{store: cfg.Store, conductor: cfg.Conductor, log: cfg.Logger, notifier: cfg.Notify, agentHeartbeatTimeout: cfg.AgentHeartbeatTimeout, events: cfg.Events,
-		conductorWait: cfg.ConductorWait, lockWait: cfg.LockWait}
+		conductorWait: cfg.ConductorWait, lockWait: cfg.LockWait, notifyAllocation: cfg.NotifyAllocation}
 	s.agentLimit = agentLimiter(cfg.AgentLimit)
 	limits, err := bodyLimits(cfg.BodyLimits)
 	if err != nil {
@@ -196,7 +203,7 @@ func (s *Server) routes() {
 	s.chassis.mount(e, chStore, s.chassisErr)
 	e.GET("/v1/chassis/:id/nodes", s.chassisNodes(false))
 	e.GET("/v1/chassis/:id/nodes/detail", s.chassisNodes(true))
-	e.GET("/v1/allocations", s.emptyCollection("allocations"))
+	s.mountAllocations(e)
 	e.GET("/v1/portgroups", s.emptyCollection("portgroups"))
 }
 
