@@ -154,3 +154,32 @@ func manyTraits(n int) string {
 	b, _ := json.Marshal(map[string]any{"traits": ts})
 	return string(b)
 }
+
+// TestNodeTraitsHonourTheNodeLock: while a conductor holds the node, trait
+// changes are refused with Ironic's NodeLocked and change nothing.
+func TestNodeTraitsHonourTheNodeLock(t *testing.T) {
+	srv, st, _ := allocServer(t)
+	n := putNode(t, st, "locked", "available", "gold", "CUSTOM_A")
+	if _, err := st.Reserve(t.Context(), n.UUID, "conductor-x"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ method, path, body string }{
+		{"PUT", "/v1/nodes/locked/traits", `{"traits":["CUSTOM_B"]}`},
+		{"PUT", "/v1/nodes/locked/traits/CUSTOM_B", ""},
+		{"DELETE", "/v1/nodes/locked/traits/CUSTOM_A", ""},
+		{"DELETE", "/v1/nodes/locked/traits", ""},
+	} {
+		code, body := call(t, srv, tc.method, tc.path, "1.37", tc.body)
+		want := "Node " + n.UUID + " is locked by host conductor-x, please retry after the current operation is completed."
+		if code != http.StatusConflict || ironicFault(t, body) != want {
+			t.Errorf("%s %s on a locked node: %d %v", tc.method, tc.path, code, body)
+		}
+	}
+	got, err := st.GetNode(t.Context(), n.UUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.Traits, []string{"CUSTOM_A"}) {
+		t.Errorf("traits changed on a locked node: %v", got.Traits)
+	}
+}
