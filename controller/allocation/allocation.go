@@ -216,3 +216,32 @@ func deref(s *string) string {
 	}
 	return *s
 }
+
+// instanceRemovalStates are where a node holding an allocation may lose
+// its instance_uuid outside maintenance (Ironic's update_node).
+var instanceRemovalStates = []proto.ProvisionState{
+	proto.StateEnroll, proto.StateInspecting, proto.StateInspectWait, proto.StateManageable, proto.StateAvailable,
+}
+
+// EndByInstanceRemoval applies Ironic's rule to a node update (old →
+// updated) that removes instance_uuid from a node holding an allocation:
+// allowed in maintenance or in instanceRemovalStates, and the allocation
+// ends with it: allocation_uuid is cleared on updated and the allocation's
+// UUID returned, for the caller to delete. "" when no allocation is
+// concerned; the error is Ironic's Conflict.
+func EndByInstanceRemoval(old, updated *proto.Node) (string, error) {
+	if deref(old.AllocationUUID) == "" || deref(old.InstanceUUID) == "" || deref(updated.InstanceUUID) != "" {
+		return "", nil
+	}
+	if !old.Maintenance && !slices.Contains(instanceRemovalStates, old.ProvisionState) {
+		allowed := make([]string, len(instanceRemovalStates))
+		for i, s := range instanceRemovalStates {
+			allowed[i] = string(s)
+		}
+		return "", fmt.Errorf("Node %s with an allocation can not have instance_uuid removed unless it is in one of allowed (%s) states or in maintenance mode. Current state is '%s'.",
+			old.UUID, strings.Join(allowed, ", "), old.ProvisionState)
+	}
+	id := *old.AllocationUUID
+	updated.AllocationUUID = nil
+	return id, nil
+}

@@ -220,3 +220,40 @@ func TestCheckReleaseAndRelease(t *testing.T) {
 		t.Errorf("Release left %v %v", n.AllocationUUID, n.InstanceUUID)
 	}
 }
+
+func TestEndByInstanceRemoval(t *testing.T) {
+	held := func(opts ...func(*proto.Node)) *proto.Node {
+		n := node("n1", opts...)
+		n.AllocationUUID, n.InstanceUUID = sp("a1"), sp("a1")
+		return n
+	}
+	removed := func(n *proto.Node) *proto.Node { u := *n; u.InstanceUUID = nil; return &u }
+	for _, tc := range []struct {
+		name    string
+		old     *proto.Node
+		updated func(*proto.Node) *proto.Node
+		ended   string
+		err     bool
+	}{
+		{"available", held(), removed, "a1", false},
+		{"manageable", held(withState(proto.StateManageable)), removed, "a1", false},
+		{"active", held(withState(proto.StateActive)), removed, "", true},
+		{"active in maintenance", held(withState(proto.StateActive), inMaintenance), removed, "a1", false},
+		{"instance kept", held(withState(proto.StateActive)), func(n *proto.Node) *proto.Node { u := *n; return &u }, "", false},
+		{"no allocation", node("n1", withInstance), removed, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := tc.updated(tc.old)
+			ended, err := EndByInstanceRemoval(tc.old, up)
+			if (err != nil) != tc.err || ended != tc.ended {
+				t.Fatalf("EndByInstanceRemoval = %q, %v", ended, err)
+			}
+			if ended != "" && up.AllocationUUID != nil {
+				t.Error("allocation_uuid kept on the updated node")
+			}
+			if tc.err && !strings.Contains(err.Error(), "allowed (enroll, inspecting, inspect wait, manageable, available) states") {
+				t.Errorf("message %q", err)
+			}
+		})
+	}
+}

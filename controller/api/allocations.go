@@ -329,3 +329,18 @@ func (s *Server) orphanAllocation(ctx context.Context, n *proto.Node) {
 		s.log.Warn("orphan the allocation of a deleted node", "node", n.UUID, "allocation", *n.AllocationUUID, "err", err)
 	}
 }
+
+// forgetAllocation deletes allocation id, which a node update ended (its
+// instance_uuid removed), if it still names node.
+func (s *Server) forgetAllocation(ctx context.Context, id, node string) {
+	if id == "" || s.allocationsErr != nil {
+		return
+	}
+	a, err := s.allocations.store.Get(ctx, id)
+	if err == nil && (a.NodeUUID == nil || *a.NodeUUID == node) {
+		err = s.allocations.store.Delete(ctx, id)
+	}
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		s.log.Warn("delete the allocation of a node whose instance was removed", "node", node, "allocation", id, "err", err)
+	}
+}

@@ -317,3 +317,31 @@ func TestAllocationLists(t *testing.T) {
 		t.Errorf("sort by traits: %d, want 400", code)
 	}
 }
+
+// TestAllocationEndsWithInstanceRemoval: removing a node's instance_uuid
+// ends its allocation where Ironic allows it (409 on an active node outside
+// maintenance).
+func TestAllocationEndsWithInstanceRemoval(t *testing.T) {
+	ctx := context.Background()
+	srv, st, _ := allocServer(t)
+	web := putNode(t, st, "web", proto.StateActive, "gold")
+	code, a := call(t, srv, "POST", "/v1/allocations", "1.60", `{"name":"a","node":"web"}`)
+	if code != http.StatusCreated {
+		t.Fatalf("backfill: %d %v", code, a)
+	}
+	remove := `[{"op":"remove","path":"/instance_uuid"}]`
+	code, body := call(t, srv, "PATCH", "/v1/nodes/web", "1.60", remove)
+	if code != http.StatusConflict || !strings.Contains(ironicFault(t, body), "with an allocation can not have instance_uuid removed unless it is in one of allowed") {
+		t.Fatalf("remove instance_uuid of an active node: %d %v", code, body)
+	}
+	if _, err := st.UpdateNode(ctx, web.UUID, func(n *proto.Node) error { n.Maintenance = true; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	code, node := call(t, srv, "PATCH", "/v1/nodes/web", "1.60", remove)
+	if code != http.StatusOK || node["instance_uuid"] != nil || node["allocation_uuid"] != nil {
+		t.Fatalf("remove instance_uuid in maintenance: %d %v", code, node)
+	}
+	if code, _ := call(t, srv, "GET", "/v1/allocations/a", "1.60", ""); code != http.StatusNotFound {
+		t.Errorf("the allocation outlived its instance: %d", code)
+	}
+}

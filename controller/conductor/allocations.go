@@ -216,3 +216,20 @@ func (a *allocator) fail(ctx context.Context, uuid string, reason error) {
 	}
 	a.c.log.Info("allocation failed", "allocation", uuid, "reason", reason.Error())
 }
+
+// forget deletes allocation id when the node it held was torn down
+// (Ironic ends the allocation with the instance); nil id: none.
+func (a *allocator) forget(ctx context.Context, id *string, node string) {
+	if id == nil || a.err != nil {
+		return
+	}
+	al, err := a.res.Get(ctx, *id)
+	if err == nil && (al.NodeUUID == nil || *al.NodeUUID == node) {
+		err = a.res.Delete(ctx, *id)
+	}
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		a.c.log.Warn("delete the allocation of a torn-down node", "node", node, "allocation", *id, "err", err)
+	} else if err == nil {
+		a.c.log.Info("allocation ended with its instance", "node", node, "allocation", *id)
+	}
+}

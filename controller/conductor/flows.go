@@ -151,13 +151,15 @@ func (f *flow) startDelete(ctx context.Context) error {
 	if err := f.ifs.Boot.CleanUpRamdisk(ctx, n); err != nil {
 		return f.fail(ctx, fmt.Sprintf("Error while tearing down node %s: %v", n.UUID, err))
 	}
+	held := n.AllocationUUID
 	if err := f.transition(ctx, state.EvClean, func(n *proto.Node) {
 		n.InstanceInfo = proto.Dict{}
-		n.InstanceUUID = nil
+		n.InstanceUUID, n.AllocationUUID = nil, nil
 		flowstate.Update(n, func(s *flowstate.State) { s.PartitionUUIDs = nil })
 	}); err != nil {
 		return err
 	}
+	f.c.alloc.forget(ctx, held, n.UUID)
 	return f.startCleaning(ctx, flowstate.Request{Verb: "clean"})
 }
 

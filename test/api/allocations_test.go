@@ -213,6 +213,25 @@ func TestAllocationsOverHTTP(t *testing.T) {
 	if code, _, _ := k.call("GET", "/v1/allocations/gpu", ""); code != http.StatusNotFound {
 		t.Errorf("deleted allocation: %d", code)
 	}
+	// Deploying the allocated node and tearing it down ends the allocation,
+	// as in Ironic.
+	cn, _ := allocations.Get(ctx, c, cand.UUID).Extract()
+	if err := nodes.ChangeProvisionState(ctx, c, cn.NodeUUID, nodes.ProvisionStateOpts{Target: nodes.TargetActive}).ExtractErr(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, c, cn.NodeUUID, "active", func(n *nodes.Node) bool { return n.ProvisionState == "active" && n.Reservation == "" })
+	if n, _ := nodes.Get(ctx, c, cn.NodeUUID).Extract(); n.AllocationUUID != cand.UUID || n.InstanceUUID != cand.UUID {
+		t.Errorf("deployed node: allocation %q instance %q", n.AllocationUUID, n.InstanceUUID)
+	}
+	if err := nodes.ChangeProvisionState(ctx, c, cn.NodeUUID, nodes.ProvisionStateOpts{Target: nodes.TargetDeleted}).ExtractErr(); err != nil {
+		t.Fatal(err)
+	}
+	torn := waitFor(t, c, cn.NodeUUID, "available after undeploy", func(n *nodes.Node) bool { return n.ProvisionState == "available" && n.Reservation == "" })
+	if torn.AllocationUUID != "" || torn.InstanceUUID != "" {
+		t.Errorf("torn-down node: allocation %q instance %q", torn.AllocationUUID, torn.InstanceUUID)
+	}
+	_, err = allocations.Get(ctx, c, cand.UUID).Extract()
+	wantStatus(t, err, http.StatusNotFound)
 	// Ironic's answers below the microversions.
 	if code, _, b := k.call("GET", "/v1/allocations", "", "X-OpenStack-Ironic-API-Version", "1.51"); code != http.StatusNotFound {
 		t.Errorf("GET at 1.51: %d %s", code, b)
