@@ -355,6 +355,7 @@ func (s *Server) deleteNode(c echo.Context) error {
 	if err := s.store.DeleteNode(ctx, n.UUID); err != nil {
 		return s.storeError(err, "Node", n.UUID)
 	}
+	s.orphanAllocation(ctx, n)
 	return c.NoContent(http.StatusNoContent)
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/kilnhq/kiln/controller/allocation"
 	"github.com/kilnhq/kiln/controller/api/jsonpatch"
 	"github.com/kilnhq/kiln/proto"
 )
@@ -96,6 +97,7 @@ func (s *Server) patchNode(c echo.Context) error {
 		return err
 	}
 	ident := c.Param("node")
+	var ended string // the allocation a removed instance_uuid ends
 	n, err := s.updateUnlocked(c.Request().Context(), ident, func(n *proto.Node) error {
 		if n.Reservation != nil {
 			return nodeLocked(n.UUID, *n.Reservation)
@@ -133,12 +135,16 @@ func (s *Server) patchNode(c echo.Context) error {
 			updated.MaintenanceReason = nil
 		}
 		keepReadOnly(n, &updated)
+		if ended, err = allocation.EndByInstanceRemoval(n, &updated); err != nil {
+			return conflict("%s", err)
+		}
 		*n = updated
 		return nil
 	})
 	if err != nil {
 		return s.storeError(err, "Node", ident)
 	}
+	s.forgetAllocation(c.Request().Context(), ended, n.UUID)
 	return sendNode(c, http.StatusOK, n, nil)
 }
 

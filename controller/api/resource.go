@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"maps"
 	"net/http"
@@ -33,6 +34,10 @@ type resource[T any] struct {
 	// sinceVersion is the microversion that introduced the collection (0:
 	// always there); older requests get 404, as from Ironic.
 	sinceVersion int
+	// writesTooOld405: below sinceVersion, writes answer 405 and GET 404
+	// (Ironic's allocations); otherwise every method answers 404 (or
+	// tooOld's answers).
+	writesTooOld405 bool
 	// tooOld, when set, is the message older requests get: 404 for a GET,
 	// 405 for the other methods (deploy templates, runbooks).
 	tooOld string
@@ -69,6 +74,18 @@ type resource[T any] struct {
 	// constraint other than the UUID's (err wraps the Resource.Unique
 	// error), nil for other errors.
 	taken func(err error, v *T) *Error
+	// patchSince is the microversion from which PATCH exists (older: 405).
+	patchSince int
+	// prepare completes a new object from the request body after decoding
+	// (what the body says beyond the object's own fields), before validate.
+	prepare func(c echo.Context, obj map[string]json.RawMessage, v *T) error
+	// created runs after the object is stored and returns what to answer.
+	created func(c echo.Context, v *T) (*T, error)
+	// deleting runs before the object is deleted; its error refuses.
+	deleting func(c echo.Context, v *T) error
+	// storeError, when set, answers store errors first (nil: the common
+	// answers below).
+	storeError func(err error, ident string) *Error
 
 	store  *store.Resources[T]
 	wire   []wireField
@@ -82,6 +99,9 @@ type filter struct {
 	store      string
 	minVersion int
 	check      func(string) (string, error) // nil: taken as is
+	// resolve, when set, maps the checked value to the stored one with
+	// the store at hand (a node name to its UUID).
+	resolve func(ctx context.Context, v string) (string, error)
 }
 
 // mount completes r for st and routes its collection on e. An error from
@@ -99,12 +119,14 @@ func (r *resource[T]) mount(e *echo.Echo, st *store.Resources[T], err error) {
 		return func(c echo.Context) error {
 			if minor(c) < r.sinceVersion {
 				switch {
-				case r.tooOld == "":
-					return notFound("The resource could not be found.")
-				case c.Request().Method == http.MethodGet:
+				case r.tooOld != "" && c.Request().Method == http.MethodGet:
 					return notFound("%s", r.tooOld)
+				case r.tooOld != "":
+					return errorf(http.StatusMethodNotAllowed, "%s", r.tooOld)
+				case r.writesTooOld405 && c.Request().Method != http.MethodGet:
+					return &Error{Code: http.StatusMethodNotAllowed, Msg: "The API version does not allow " + r.name, bare: true}
 				}
-				return errorf(http.StatusMethodNotAllowed, "%s", r.tooOld)
+				return notFound("The resource could not be found.")
 			}
 			if err != nil {
 				return errorf(http.StatusServiceUnavailable, "%s are not available: %v", r.name, err)
@@ -162,6 +184,11 @@ func (r *resource[T]) lookup(ctx context.Context, s string) (string, error) {
 
 // failed turns a store error into Ironic's answer.
 func (r *resource[T]) failed(err error, ident string) error {
+	if r.storeError != nil {
+		if e := r.storeError(err, ident); e != nil {
+			return e
+		}
+	}
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return notFound("%s %s could not be found.", r.kind, ident)
@@ -227,6 +254,11 @@ func (r *resource[T]) create(c echo.Context) error {
 	if err := decodeInto(obj, &v, r.name); err != nil {
 		return err
 	}
+	if r.prepare != nil {
+		if err := r.prepare(c, obj, &v); err != nil {
+			return err
+		}
+	}
 	id := r.store.UUID(&v)
 	if *id == "" {
 		*id = uuid.NewString()
@@ -244,8 +276,14 @@ func (r *resource[T]) create(c echo.Context) error {
 	if err := r.store.Create(ctx, &v); err != nil {
 		return r.failedWrite(err, *id, &v)
 	}
+	out := &v
+	if r.created != nil {
+		if out, err = r.created(c, &v); err != nil {
+			return r.failed(err, *id)
+		}
+	}
 	c.Response().Header().Set("Location", baseURL(c)+"/v1/"+r.urlPath()+"/"+*id)
-	return r.send(c, http.StatusCreated, &v, nil)
+	return r.send(c, http.StatusCreated, out, nil)
 }
 
 func (r *resource[T]) get(c echo.Context) error {
@@ -297,6 +335,12 @@ func (r *resource[T]) listQuery(c echo.Context) (map[string]string, error) {
 		if f.check != nil {
 			var err error
 			if v, err = f.check(v); err != nil {
+				return nil, err
+			}
+		}
+		if f.resolve != nil {
+			var err error
+			if v, err = f.resolve(c.Request().Context(), v); err != nil {
 				return nil, err
 			}
 		}
@@ -359,6 +403,9 @@ func (r *resource[T]) listIn(c echo.Context, detail bool, path string, scope map
 }
 
 func (r *resource[T]) patch(c echo.Context) error {
+	if minor(c) < r.patchSince {
+		return &Error{Code: http.StatusMethodNotAllowed, Msg: "The API version does not allow updating " + r.name, bare: true}
+	}
 	body, err := readBody(c)
 	if err != nil {
 		return err
@@ -411,13 +458,20 @@ func (r *resource[T]) delete(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if r.guard != nil {
+	if r.guard != nil || r.deleting != nil {
 		v, err := r.store.Get(c.Request().Context(), id)
 		if err != nil {
 			return r.failed(err, id)
 		}
-		if err := r.guard(c.Request().Context(), v, "deletion"); err != nil {
-			return err
+		if r.guard != nil {
+			if err := r.guard(c.Request().Context(), v, "deletion"); err != nil {
+				return err
+			}
+		}
+		if r.deleting != nil {
+			if err := r.deleting(c, v); err != nil {
+				return r.failed(err, id)
+			}
 		}
 	}
 	if err := r.store.Delete(c.Request().Context(), id); err != nil {

@@ -50,6 +50,9 @@ type Config struct {
 	// Discovery, when set, enrolls machines whose inspection data matches
 	// no node (see discovery.go); nil answers 404 as before.
 	Discovery *Discovery
+	// NotifyAllocation, when set, is called with a new allocation's UUID so
+	// that a conductor processes it at once instead of at its next scan.
+	NotifyAllocation func(uuid string)
 }
 
 // Server is the /v1 API. It is an http.Handler.
@@ -72,6 +75,10 @@ type Server struct {
 	discovery  *Discovery
 	// steps serves deploy templates, runbooks and volume (templates.go).
 	steps stepResources
+	// allocations serves /v1/allocations (allocations.go).
+	allocations      *resource[proto.Allocation]
+	allocationsErr   error
+	notifyAllocation func(string)
 }
 
 // New builds the API with every route mounted. It panics on an invalid
@@ -90,7 +97,7 @@ func New(cfg Config) *Server {
 		cfg.LockWait = DefaultLockWait
 	}
 	s := &Server{store: cfg.Store, conductor: cfg.Conductor, log: cfg.Logger, notifier: cfg.Notify, agentHeartbeatTimeout: cfg.AgentHeartbeatTimeout, events: cfg.Events,
-		conductorWait: cfg.ConductorWait, lockWait: cfg.LockWait, discovery: cfg.Discovery}
+		conductorWait: cfg.ConductorWait, lockWait: cfg.LockWait, discovery: cfg.Discovery, notifyAllocation: cfg.NotifyAllocation}
 	s.agentLimit = agentLimiter(cfg.AgentLimit)
 	limits, err := bodyLimits(cfg.BodyLimits)
 	if err != nil {
@@ -173,6 +180,7 @@ func (s *Server) routes() {
 	e.GET("/v1/nodes/:node/inventory", s.getInventory)
 	e.GET("/v1/nodes/:node/ports", s.listNodePorts)
 	e.GET("/v1/nodes/:node/ports/detail", s.listNodePortsDetail)
+	s.mountTraits(e)
 
 	e.GET("/v1/ports", s.listPorts)
 	e.GET("/v1/ports/", s.listPorts)
@@ -202,7 +210,7 @@ func (s *Server) routes() {
 	e.GET("/v1/chassis/:id/nodes", s.chassisNodes(false))
 	e.GET("/v1/chassis/:id/nodes/detail", s.chassisNodes(true))
 	s.mountStepResources(e)
-	e.GET("/v1/allocations", s.emptyCollection("allocations"))
+	s.mountAllocations(e)
 	e.GET("/v1/portgroups", s.emptyCollection("portgroups"))
 }
 

@@ -110,6 +110,7 @@ type Conductor struct {
 	live  liveness
 	power *powerSync
 	wakes wakes
+	alloc *allocator
 }
 
 // New builds a conductor; Run starts it.
@@ -125,6 +126,7 @@ func New(cfg Config) *Conductor {
 		lat:    &latencies{},
 	}
 	c.power = newPowerSync(c)
+	c.alloc = newAllocator(c)
 	return c
 }
 
@@ -153,7 +155,7 @@ func (c *Conductor) Run(ctx context.Context) error {
 	// Liveness, peers, the scan and power sync each have a goroutine, so
 	// that none can delay another: above all, no BMC call can hold up the
 	// heartbeat that keeps this conductor's nodes its own.
-	loops := []func(context.Context){c.heartbeatLoop, c.peersLoop, c.scanLoop}
+	loops := []func(context.Context){c.heartbeatLoop, c.peersLoop, c.scanLoop, c.alloc.loop}
 	if c.cfg.PowerSyncInterval > 0 {
 		loops = append(loops, c.power.loop)
 	}

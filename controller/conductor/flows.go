@@ -141,6 +141,9 @@ func (f *flow) do(ctx context.Context, a decide.Action) (decide.Event, error) {
 		return decide.InventoryRead{Raw: raw, Plugin: plugin}, nil
 	case decide.CreatePorts:
 		return nil, f.createPorts(ctx, a.MACs, a.PXE)
+	case decide.EndAllocation:
+		f.c.alloc.forget(ctx, &a.ID, n.UUID)
+		return nil, nil
 	case decide.StoreInventory:
 		return nil, f.c.st.PutInventory(ctx, n.UUID, a.Raw, a.Plugin)
 	case decide.FakeDeploy:

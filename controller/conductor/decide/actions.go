@@ -85,6 +85,10 @@ type Inspect struct{ OnError OnError }
 // InventoryRead.
 type ReadInventory struct{ OnError OnError }
 
+// EndAllocation deletes the allocation a torn-down instance held (if it
+// still names the node).
+type EndAllocation struct{ ID string }
+
 // StoreInventory replaces the stored inspection data (the inspection
 // rules changed the plugin data).
 type StoreInventory struct{ Raw, Plugin json.RawMessage }
@@ -174,6 +178,7 @@ func (ReadPower) isAction()           {}
 func (Inspect) isAction()             {}
 func (ReadInventory) isAction()       {}
 func (StoreInventory) isAction()      {}
+func (EndAllocation) isAction()       {}
 func (CreatePorts) isAction()         {}
 func (FakeDeploy) isAction()          {}
 func (AgentGetSteps) isAction()       {}

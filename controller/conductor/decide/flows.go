@@ -85,12 +85,17 @@ func startDeploy(in Input, req flowstate.Request) []Action {
 func startDelete(in Input) []Action {
 	onErr := OnError{Prefix: fmt.Sprintf("Error while tearing down node %s: ", in.Node.UUID)}
 	acts := power(proto.PowerOff, onErr)
-	return append(acts,
+	acts = append(acts,
 		CleanUpRamdisk{OnError: onErr},
 		Update{Move: state.EvClean,
-			Node: func(n *proto.Node) { n.InstanceInfo = proto.Dict{}; n.InstanceUUID = nil },
+			Node: func(n *proto.Node) { n.InstanceInfo = proto.Dict{}; n.InstanceUUID, n.AllocationUUID = nil, nil },
 			Flow: func(s *flowstate.State) { s.PartitionUUIDs = nil }},
 	)
+	if held := in.Node.AllocationUUID; held != nil {
+		// The instance's allocation ends with it, as in Ironic.
+		acts = append(acts, EndAllocation{ID: *held})
+	}
+	return acts
 }
 
 // startInspection runs the inspect interface; its answer is Inspected.

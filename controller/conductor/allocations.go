@@ -1,0 +1,235 @@
+package conductor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/kilnhq/kiln/controller/allocation"
+	"github.com/kilnhq/kiln/controller/store"
+	"github.com/kilnhq/kiln/proto"
+)
+
+// Allocations: the conductor that owns an allocation's UUID on the hash
+// ring moves it from allocating to active (a node claimed for it) or error,
+// as Ironic's conductor does. controller/allocation decides; this file reads
+// the nodes and writes the claim. A claim is the node's own conditional
+// update (allocation.Claim inside UpdateNode, under the row lock), so two
+// allocations, in this process or another, never take the same node; the
+// one that loses moves on to its next candidate.
+
+const (
+	allocWorkers = 4
+	// allocAttempts and allocRetryPause: as Ironic's conductor, nodes that
+	// were reserved (by a power sync, say) are tried again a few times.
+	allocAttempts   = 3
+	allocRetryPause = time.Second
+)
+
+type allocator struct {
+	c   *Conductor
+	res *store.Resources[proto.Allocation]
+	err error // why allocations cannot be served (a Store that is not SQL)
+
+	mu      sync.Mutex
+	queued  map[string]bool
+	queue   chan string
+	shuffle func(n int, swap func(i, j int))
+}
+
+func newAllocator(c *Conductor) *allocator {
+	res, err := store.NewResources(c.st, store.AllocationResource)
+	return &allocator{c: c, res: res, err: err, queued: map[string]bool{}, queue: make(chan string, 4096), shuffle: rand.Shuffle}
+}
+
+// NotifyAllocation asks for allocation uuid to be processed now (the API
+// created it); another conductor's allocations are left to it.
+func (c *Conductor) NotifyAllocation(uuid string) {
+	if c.owns(uuid) {
+		c.alloc.enqueue(uuid)
+	}
+}
+
+func (a *allocator) enqueue(uuid string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.queued[uuid] {
+		return
+	}
+	select {
+	case a.queue <- uuid:
+		a.queued[uuid] = true
+	default: // full: the next scan finds it
+	}
+}
+
+// loop runs the workers and, every ScanInterval, queues the allocations
+// still allocating that this conductor owns (after a restart, or taken
+// over from a dead conductor).
+func (a *allocator) loop(ctx context.Context) {
+	if a.err != nil {
+		a.c.log.Warn("allocations are not served", "err", a.err)
+		return
+	}
+	var wg sync.WaitGroup
+	for range allocWorkers {
+		wg.Go(func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case uuid := <-a.queue:
+					a.mu.Lock()
+					delete(a.queued, uuid)
+					a.mu.Unlock()
+					a.process(ctx, uuid)
+				}
+			}
+		})
+	}
+	a.scan(ctx)
+	every(ctx, a.c.cfg.ScanInterval, a.scan)
+	wg.Wait()
+}
+
+func (a *allocator) scan(ctx context.Context) {
+	list, err := a.res.List(ctx, store.Query{Filters: map[string]string{"state": proto.AllocationAllocating}})
+	if err != nil {
+		if ctx.Err() == nil {
+			a.c.log.Warn("scan allocations", "err", err)
+		}
+		return
+	}
+	for _, al := range list {
+		if a.c.owns(al.UUID) {
+			a.enqueue(al.UUID)
+		}
+	}
+}
+
+// errNotAllocating: the allocation was finished or deleted meanwhile.
+var errNotAllocating = errors.New("allocation is no longer allocating")
+
+// process finds and claims a node for one allocation, or fails it.
+func (a *allocator) process(ctx context.Context, uuid string) {
+	al, err := a.res.Get(ctx, uuid)
+	if err != nil || al.State != proto.AllocationAllocating {
+		return
+	}
+	req := allocation.RequestOf(al)
+	// A node claimed before a crash, the allocation not yet marked: finish.
+	held, err := a.c.st.ListNodes(ctx, store.NodeQuery{InstanceUUID: uuid})
+	if err != nil {
+		a.c.log.Warn("allocation: look for a claimed node", "allocation", uuid, "err", err)
+		return
+	}
+	for _, n := range held {
+		if n.AllocationUUID != nil && *n.AllocationUUID == uuid {
+			a.finish(ctx, uuid, n.UUID)
+			return
+		}
+	}
+	no := false
+	nodes, err := a.c.st.ListNodes(ctx, store.NodeQuery{ProvisionState: string(proto.StateAvailable),
+		ResourceClass: req.ResourceClass, Maintenance: &no, Associated: &no})
+	if err != nil {
+		a.c.log.Warn("allocation: list nodes", "allocation", uuid, "err", err)
+		return
+	}
+	cands, err := allocation.Candidates(nodes, req, a.shuffle)
+	for attempt := 1; err == nil; attempt++ {
+		var retry []*proto.Node
+		for _, n := range cands {
+			_, cerr := a.c.st.UpdateNode(ctx, n.UUID, func(n *proto.Node) error { return allocation.Claim(n, req) })
+			switch {
+			case cerr == nil:
+				a.finish(ctx, uuid, n.UUID)
+				return
+			case errors.Is(cerr, allocation.ErrReserved):
+				retry = append(retry, n)
+			case errors.Is(cerr, allocation.ErrUnsuitable), errors.Is(cerr, store.ErrNotFound):
+			default:
+				a.c.log.Warn("allocation: claim node", "allocation", uuid, "node", n.UUID, "err", cerr)
+				return // the next scan tries again
+			}
+		}
+		if len(retry) == 0 {
+			err = errors.New("all nodes were filtered out during reservation")
+			break
+		}
+		if attempt == allocAttempts {
+			err = fmt.Errorf("could not reserve any of %d suitable nodes", len(retry))
+			break
+		}
+		cands = retry
+		t := time.NewTimer(allocRetryPause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+	a.fail(ctx, uuid, err)
+}
+
+// finish marks the allocation active on node; if it was deleted meanwhile,
+// the node is let go.
+func (a *allocator) finish(ctx context.Context, uuid, node string) {
+	_, err := a.res.Update(ctx, uuid, func(al *proto.Allocation) error {
+		if al.State != proto.AllocationAllocating {
+			return errNotAllocating
+		}
+		al.State, al.NodeUUID, al.LastError = proto.AllocationActive, &node, nil
+		return nil
+	})
+	switch {
+	case err == nil:
+		a.c.log.Info("node reserved for allocation", "allocation", uuid, "node", node)
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, errNotAllocating):
+		if _, err := a.c.st.UpdateNode(ctx, node, func(n *proto.Node) error {
+			allocation.Release(n, uuid)
+			return nil
+		}); err != nil {
+			a.c.log.Warn("allocation gone: release its node", "allocation", uuid, "node", node, "err", err)
+		}
+	default:
+		a.c.log.Warn("allocation: mark active", "allocation", uuid, "node", node, "err", err)
+	}
+}
+
+func (a *allocator) fail(ctx context.Context, uuid string, reason error) {
+	msg := fmt.Sprintf("Failed to process allocation %s: %s.", uuid, reason)
+	_, err := a.res.Update(ctx, uuid, func(al *proto.Allocation) error {
+		if al.State != proto.AllocationAllocating {
+			return errNotAllocating
+		}
+		al.State, al.NodeUUID, al.LastError = proto.AllocationError, nil, &msg
+		return nil
+	})
+	if err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, errNotAllocating) {
+		a.c.log.Warn("allocation: mark failed", "allocation", uuid, "err", err)
+		return
+	}
+	a.c.log.Info("allocation failed", "allocation", uuid, "reason", reason.Error())
+}
+
+// forget deletes allocation id when the node it held was torn down
+// (Ironic ends the allocation with the instance); nil id: none.
+func (a *allocator) forget(ctx context.Context, id *string, node string) {
+	if id == nil || a.err != nil {
+		return
+	}
+	al, err := a.res.Get(ctx, *id)
+	if err == nil && (al.NodeUUID == nil || *al.NodeUUID == node) {
+		err = a.res.Delete(ctx, *id)
+	}
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		a.c.log.Warn("delete the allocation of a torn-down node", "node", node, "allocation", *id, "err", err)
+	} else if err == nil {
+		a.c.log.Info("allocation ended with its instance", "node", node, "allocation", *id)
+	}
+}

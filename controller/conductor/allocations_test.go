@@ -1,0 +1,180 @@
+package conductor
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/kilnhq/kiln/controller/store"
+	"github.com/kilnhq/kiln/proto"
+)
+
+// allocFixture is a SQLite store with n available nodes of class gold.
+func allocFixture(t *testing.T, nodes int) (store.Store, *store.Resources[proto.Allocation]) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "k.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	for i := range nodes {
+		n := &proto.Node{UUID: fmt.Sprintf("00000000-0000-4000-8000-%012d", i), Driver: "fake-hardware",
+			ProvisionState: proto.StateAvailable, ResourceClass: ptr("gold"), Traits: []string{"CUSTOM_GPU"}}
+		if err := st.CreateNode(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := store.NewResources(st, store.AllocationResource)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, res
+}
+
+func newAllocation(t *testing.T, res *store.Resources[proto.Allocation], i int) string {
+	t.Helper()
+	a := &proto.Allocation{UUID: fmt.Sprintf("aaaaaaaa-0000-4000-8000-%012d", i), State: proto.AllocationAllocating,
+		ResourceClass: ptr("gold"), Traits: []string{"CUSTOM_GPU"}, CandidateNodes: []string{}, Extra: proto.Dict{}}
+	if err := res.Create(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	return a.UUID
+}
+
+// TestAllocationsRaceForNodes: 20 allocations processed at once by two
+// conductors sharing a store, for 10 nodes: exactly 10 become active, no two
+// on the same node, each node names its allocation, and the other 10 fail
+// with Ironic's last_error.
+func TestAllocationsRaceForNodes(t *testing.T) {
+	ctx := context.Background()
+	st, res := allocFixture(t, 10)
+	conds := []*Conductor{New(Config{Store: st, Agent: &stubAgent{}, Name: "c1"}), New(Config{Store: st, Agent: &stubAgent{}, Name: "c2"})}
+	var ids []string
+	for i := range 20 {
+		ids = append(ids, newAllocation(t, res, i))
+	}
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Go(func() {
+			<-start
+			conds[i%2].alloc.process(ctx, id)
+		})
+	}
+	close(start)
+	wg.Wait()
+
+	byNode := map[string]string{}
+	active, failed := 0, 0
+	for _, id := range ids {
+		a, err := res.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch a.State {
+		case proto.AllocationActive:
+			active++
+			if a.NodeUUID == nil {
+				t.Fatalf("active allocation %s without a node", id)
+			}
+			if other, ok := byNode[*a.NodeUUID]; ok {
+				t.Errorf("node %s given to %s and %s", *a.NodeUUID, other, id)
+			}
+			byNode[*a.NodeUUID] = id
+			n, err := st.GetNode(ctx, *a.NodeUUID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n.AllocationUUID == nil || *n.AllocationUUID != id || n.InstanceUUID == nil || *n.InstanceUUID != id {
+				t.Errorf("node %s: allocation_uuid %v instance_uuid %v, want %s", n.UUID, n.AllocationUUID, n.InstanceUUID, id)
+			}
+		case proto.AllocationError:
+			failed++
+			want := "Failed to process allocation " + id + ": "
+			if a.LastError == nil || !strings.HasPrefix(*a.LastError, want) || a.NodeUUID != nil {
+				t.Errorf("failed allocation %s: last_error %v node %v", id, a.LastError, a.NodeUUID)
+			}
+		default:
+			t.Errorf("allocation %s still %s", id, a.State)
+		}
+	}
+	if active != 10 || failed != 10 {
+		t.Errorf("%d active, %d failed; want 10 and 10", active, failed)
+	}
+}
+
+// TestAllocationFinishesAClaimedNode: an allocation whose node was claimed
+// before a crash is finished on that node, not given a second one.
+func TestAllocationFinishesAClaimedNode(t *testing.T) {
+	ctx := context.Background()
+	st, res := allocFixture(t, 3)
+	id := newAllocation(t, res, 1)
+	claimed := "00000000-0000-4000-8000-000000000002"
+	if _, err := st.UpdateNode(ctx, claimed, func(n *proto.Node) error {
+		n.AllocationUUID, n.InstanceUUID = ptr(id), ptr(id)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c := New(Config{Store: st, Agent: &stubAgent{}, Name: "c1"})
+	c.alloc.process(ctx, id)
+	a, err := res.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.State != proto.AllocationActive || a.NodeUUID == nil || *a.NodeUUID != claimed {
+		t.Errorf("allocation %s on %v, want active on %s", a.State, a.NodeUUID, claimed)
+	}
+	nodes, _ := st.ListNodes(ctx, store.NodeQuery{InstanceUUID: id})
+	if len(nodes) != 1 {
+		t.Errorf("%d nodes hold the allocation, want 1", len(nodes))
+	}
+}
+
+// TestAllocationDeletedWhileClaiming: when the allocation is gone by the
+// time its node is claimed, the node is let go again.
+func TestAllocationDeletedWhileClaiming(t *testing.T) {
+	ctx := context.Background()
+	st, res := allocFixture(t, 1)
+	id := newAllocation(t, res, 1)
+	node := "00000000-0000-4000-8000-000000000000"
+	if _, err := st.UpdateNode(ctx, node, func(n *proto.Node) error {
+		n.AllocationUUID, n.InstanceUUID = ptr(id), ptr(id)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := res.Delete(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	c := New(Config{Store: st, Agent: &stubAgent{}, Name: "c1"})
+	c.alloc.finish(ctx, id, node)
+	n, err := st.GetNode(ctx, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.AllocationUUID != nil || n.InstanceUUID != nil {
+		t.Errorf("node still held: allocation %v instance %v", n.AllocationUUID, n.InstanceUUID)
+	}
+}
+
+// TestAllocationNoMatch: Ironic's last_error when no node has the traits.
+func TestAllocationNoMatch(t *testing.T) {
+	ctx := context.Background()
+	st, res := allocFixture(t, 2)
+	a := &proto.Allocation{UUID: "aaaaaaaa-0000-4000-8000-000000000099", State: proto.AllocationAllocating,
+		ResourceClass: ptr("gold"), Traits: []string{"CUSTOM_FPGA"}, Extra: proto.Dict{}}
+	if err := res.Create(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	New(Config{Store: st, Agent: &stubAgent{}, Name: "c1"}).alloc.process(ctx, a.UUID)
+	got, _ := res.Get(ctx, a.UUID)
+	want := "Failed to process allocation " + a.UUID + ": no suitable nodes have the requested traits CUSTOM_FPGA."
+	if got.State != proto.AllocationError || got.LastError == nil || *got.LastError != want {
+		t.Errorf("state %s last_error %v, want error %q", got.State, got.LastError, want)
+	}
+}
