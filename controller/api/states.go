@@ -385,14 +385,9 @@ func (s *Server) listHistory(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := make([]proto.HistoryEvent, 0, len(events))
+	out := make([]map[string]any, 0, len(events))
 	for _, ev := range events {
-		ev.Links = links(c, "nodes/"+n.UUID+"/history/"+ev.UUID)
-		ev.Event = secrets.Scrub(ev.Event)
-		if detail == nil || !*detail {
-			ev.EventType, ev.Conductor, ev.User = "", "", ""
-		}
-		out = append(out, ev)
+		out = append(out, historyView(c, n.UUID, ev, detail != nil && *detail))
 	}
 	return c.JSON(http.StatusOK, map[string]any{"history": out})
 }
@@ -411,9 +406,7 @@ func (s *Server) getHistoryEvent(c echo.Context) error {
 	}
 	for _, ev := range events {
 		if ev.UUID == c.Param("event") {
-			ev.Links = links(c, "nodes/"+n.UUID+"/history/"+ev.UUID)
-			ev.Event = secrets.Scrub(ev.Event)
-			return c.JSON(http.StatusOK, ev)
+			return c.JSON(http.StatusOK, historyView(c, n.UUID, ev, true))
 		}
 	}
 	return notFound("Node history record %s could not be found.", c.Param("event"))
