@@ -370,3 +370,28 @@ func equalJSON(a, b any) bool {
 	y, err2 := json.Marshal(b)
 	return err1 == nil && err2 == nil && string(x) == string(y)
 }
+
+func TestDisableRamdiskByVerb(t *testing.T) {
+	srv, _ := newNodeAPI(t)
+	mustNode(t, srv, `{"driver":"fake-hardware","name":"n1"}`)
+	for _, tc := range []struct {
+		name, version, body string
+		want                int
+	}{
+		{"clean below 1.70", "1.69", `{"target":"clean","clean_steps":[],"disable_ramdisk":true}`, 406},
+		{"service below 1.108", "1.107", `{"target":"service","service_steps":[],"disable_ramdisk":true}`, 406},
+		{"deploy never", "1.115", `{"target":"active","disable_ramdisk":true}`, 400},
+		{"provide never", "1.115", `{"target":"provide","disable_ramdisk":false}`, 400},
+	} {
+		code, body := call(t, srv, "PUT", "/v1/nodes/n1/states/provision", tc.version, tc.body)
+		if code != tc.want {
+			t.Errorf("%s: %d %v, want %d", tc.name, code, body, tc.want)
+		}
+	}
+	// At 1.108 service with disable_ramdisk passes the body check and
+	// meets the state machine: an enroll node cannot be serviced.
+	code, body := call(t, srv, "PUT", "/v1/nodes/n1/states/provision", "1.108", `{"target":"service","service_steps":[],"disable_ramdisk":true}`)
+	if code != 400 || !strings.Contains(faultString(t, body), "enroll") {
+		t.Errorf("service at 1.108 from enroll: %d %v, want the state error", code, body)
+	}
+}

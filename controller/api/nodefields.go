@@ -1,6 +1,7 @@
 package api
 
 import (
+	"net/http"
 	"reflect"
 
 	"github.com/labstack/echo/v4"
@@ -46,4 +47,26 @@ func syncInstanceName(old, n *proto.Node) {
 	if name, _ := n.InstanceInfo["display_name"].(string); name != "" && len(name) <= maxInstanceNameLen {
 		n.InstanceName = &name
 	}
+}
+
+// checkDisableRamdisk applies Ironic's rule for disable_ramdisk on a
+// provision request: manual clean from 1.70, service from 1.108 (406
+// below), and no other verb (400).
+func checkDisableRamdisk(minor int, req *proto.ProvisionRequest) error {
+	if req.DisableRamdisk == nil {
+		return nil
+	}
+	switch req.Target {
+	case proto.VerbClean:
+		if minor < 70 {
+			return &Error{Code: http.StatusNotAcceptable, Msg: "disable_ramdisk is not acceptable in this API version"}
+		}
+	case proto.VerbService:
+		if minor < 108 {
+			return &Error{Code: http.StatusNotAcceptable, Msg: "disable_ramdisk is not acceptable in this API version"}
+		}
+	default:
+		return badRequest("disable_ramdisk is supported only with manual cleaning or servicing")
+	}
+	return nil
 }

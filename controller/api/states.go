@@ -136,8 +136,8 @@ func checkProvisionBody(minor int, req *proto.ProvisionRequest) error {
 	if v == proto.VerbRescue && req.RescuePassword == "" {
 		return badRequest("A non-empty \"rescue_password\" is required when setting target provision state to rescue")
 	}
-	if req.DisableRamdisk != nil && minor < 70 {
-		return notAcceptable()
+	if err := checkDisableRamdisk(minor, req); err != nil {
+		return err
 	}
 	if req.Runbook != "" && minor < 92 {
 		return notAcceptable()
