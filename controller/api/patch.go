@@ -130,6 +130,9 @@ func (s *Server) patchNode(c echo.Context) error {
 		if err := s.nodeChassis(c.Request().Context(), &updated); err != nil {
 			return err
 		}
+		if updated.Driver != n.Driver && n.ConsoleEnabled {
+			return conflict("Node %s can not update the driver while the console is enabled. Please stop the console first.", ident)
+		}
 		syncInstanceName(n, &updated)
 		if err := checkProtected(n, &updated); err != nil {
 			return err

@@ -190,6 +190,7 @@ func (s *Server) routes() {
 	e.GET("/v1/drivers/", s.listDrivers)
 	e.GET("/v1/drivers/:driver", s.getDriver)
 	e.GET("/v1/conductors", s.listConductors)
+	s.subresourceRoutes(e)
 	if s.events != nil {
 		e.GET("/v1/events", s.streamEvents)
 	}
