@@ -76,7 +76,7 @@ func (s *Server) driverVendorPassthru(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	method := c.QueryParam("method")
+	method := passthruMethod(c)
 	if method == "" {
 		return badRequest("Method not specified")
 	}
@@ -94,9 +94,10 @@ func conductorView(c echo.Context, cd store.Conductor, detail bool) map[string]a
 		"links": links(c, "conductors/"+cd.Hostname),
 	}
 	if detail {
+		// Every conductor serves every registered hardware type.
 		drivers := slices.Clone(cd.Drivers)
-		if drivers == nil {
-			drivers = []string{}
+		if len(drivers) == 0 {
+			drivers = driver.Names()
 		}
 		out["created_at"], out["updated_at"], out["drivers"] = isoTime(cd.CreatedAt), isoTime(cd.UpdatedAt), drivers
 	}

@@ -395,3 +395,28 @@ func TestDisableRamdiskByVerb(t *testing.T) {
 		t.Errorf("service at 1.108 from enroll: %d %v, want the state error", code, body)
 	}
 }
+
+// python-ironicclient sends boolean flags as strings ("True"); Ironic's
+// schemas accept them, and so must Kiln's.
+func TestBooleanStringsAsIronicReadsThem(t *testing.T) {
+	srv, _ := newNodeAPI(t)
+	n := mustNode(t, srv, `{"driver":"fake-hardware","name":"n1","automated_clean":"False","disable_power_off":"yes"}`)
+	if n["automated_clean"] != false || n["disable_power_off"] != true {
+		t.Fatalf("create with string booleans: %v %v", n["automated_clean"], n["disable_power_off"])
+	}
+	code, n := call(t, srv, "PATCH", "/v1/nodes/n1", "1.115", `[{"op":"add","path":"/retired","value":"True"}]`)
+	if code != 200 || n["retired"] != true {
+		t.Fatalf("patch retired \"True\": %d %v", code, n["retired"])
+	}
+	if code, body := call(t, srv, "PATCH", "/v1/nodes/n1", "1.115", `[{"op":"add","path":"/retired","value":"perhaps"}]`); code != 400 || !strings.Contains(faultString(t, body), "retired") {
+		t.Errorf("patch retired \"perhaps\": %d %v", code, body)
+	}
+	code, p := call(t, srv, "POST", "/v1/ports", "1.115", `{"node_uuid":"`+n["uuid"].(string)+`","address":"52:54:00:00:00:09","pxe_enabled":"False"}`)
+	if code != 201 || p["pxe_enabled"] != false {
+		t.Fatalf("port with pxe_enabled \"False\": %d %v", code, p)
+	}
+	code, p = call(t, srv, "PATCH", "/v1/ports/"+p["uuid"].(string), "1.115", `[{"op":"replace","path":"/pxe_enabled","value":"True"}]`)
+	if code != 200 || p["pxe_enabled"] != true {
+		t.Errorf("port patch pxe_enabled \"True\": %d %v", code, p)
+	}
+}

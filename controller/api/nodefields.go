@@ -1,8 +1,12 @@
 package api
 
 import (
+	"encoding/json"
+	"maps"
 	"net/http"
 	"reflect"
+	"strconv"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -69,4 +73,55 @@ func checkDisableRamdisk(minor int, req *proto.ProvisionRequest) error {
 		return badRequest("disable_ramdisk is supported only with manual cleaning or servicing")
 	}
 	return nil
+}
+
+// coerceBools turns the strings Ironic reads as booleans ("True", "off",
+// "1" …) into JSON booleans for the boolean fields of v's struct, as
+// Ironic's schemas accept them there: python-ironicclient sends
+// "node set --protected" and "port set --pxe-enabled" as "True". Any other
+// string is a 400 naming the field.
+func coerceBools(obj map[string]json.RawMessage, v any) (map[string]json.RawMessage, error) {
+	t := reflect.TypeOf(v)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return obj, nil
+	}
+	var out map[string]json.RawMessage
+	for i := range t.NumField() {
+		f := t.Field(i)
+		ft := f.Type
+		if ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		if ft.Kind() != reflect.Bool {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		raw, ok := obj[name]
+		if !ok || len(raw) == 0 || raw[0] != '"' {
+			continue
+		}
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			continue
+		}
+		var b bool
+		switch strings.ToLower(strings.TrimSpace(s)) {
+		case "true", "t", "on", "y", "yes", "1":
+			b = true
+		case "false", "f", "off", "n", "no", "0":
+		default:
+			return nil, badRequest("Invalid value for %s: %q is not a boolean", name, truncate(s, 50))
+		}
+		if out == nil {
+			out = maps.Clone(obj)
+		}
+		out[name] = json.RawMessage(strconv.FormatBool(b))
+	}
+	if out == nil {
+		return obj, nil
+	}
+	return out, nil
 }

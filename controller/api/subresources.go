@@ -157,7 +157,7 @@ func (s *Server) nodeVendorPassthru(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	method := c.QueryParam("method")
+	method := passthruMethod(c)
 	if method == "" {
 		return badRequest("Method not specified")
 	}
@@ -185,8 +185,20 @@ func (s *Server) subresourceRoutes(e *echo.Echo) {
 	e.GET("/v1/drivers/:driver/raid/logical_disk_properties", s.raidProperties)
 	e.GET("/v1/drivers/:driver/vendor_passthru/methods", s.driverVendorMethods)
 	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		// The method in the query (?method=X) or as the last path segment,
+		// which is how python-ironicclient calls it.
 		e.Add(m, "/v1/nodes/:node/vendor_passthru", s.nodeVendorPassthru)
+		e.Add(m, "/v1/nodes/:node/vendor_passthru/:method", s.nodeVendorPassthru)
 		e.Add(m, "/v1/drivers/:driver/vendor_passthru", s.driverVendorPassthru)
+		e.Add(m, "/v1/drivers/:driver/vendor_passthru/:method", s.driverVendorPassthru)
 	}
 	e.GET("/v1/conductors/:hostname", s.getConductor)
+}
+
+// passthruMethod is the vendor method a passthru call names.
+func passthruMethod(c echo.Context) string {
+	if m := c.Param("method"); m != "" {
+		return m
+	}
+	return c.QueryParam("method")
 }

@@ -260,3 +260,13 @@ func TestUnknownRoutesAnswerInIronicFormat(t *testing.T) {
 		}
 	}
 }
+
+func TestVendorPassthruMethodInPath(t *testing.T) {
+	srv, _ := newNodeAPI(t)
+	mustNode(t, srv, `{"driver":"fake-hardware","name":"n1"}`)
+	for _, path := range []string{"/v1/nodes/n1/vendor_passthru/clear_sel", "/v1/drivers/fake-hardware/vendor_passthru/clear_sel"} {
+		if code, body := call(t, srv, "POST", path, "1.115", "{}"); code != 400 || !strings.Contains(faultString(t, body), "No handler for method clear_sel") {
+			t.Errorf("POST %s: %d %v", path, code, body)
+		}
+	}
+}
