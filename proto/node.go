@@ -12,9 +12,12 @@ type Node struct {
 	DriverInternalInfo Dict    `json:"driver_internal_info"`
 	InstanceInfo       Dict    `json:"instance_info"`
 	InstanceUUID       *string `json:"instance_uuid"`
-	Properties         Dict    `json:"properties"`
-	Extra              Dict    `json:"extra"`
-	ChassisUUID        *string `json:"chassis_uuid"`
+	// InstanceName is the deployed instance's human-readable name (1.104),
+	// taken from instance_info.display_name when unset, as Nova sets that.
+	InstanceName *string `json:"instance_name"`
+	Properties   Dict    `json:"properties"`
+	Extra        Dict    `json:"extra"`
+	ChassisUUID  *string `json:"chassis_uuid"`
 
 	ProvisionState       ProvisionState  `json:"provision_state"`
 	TargetProvisionState *ProvisionState `json:"target_provision_state"`
@@ -24,9 +27,12 @@ type Node struct {
 	Maintenance          bool            `json:"maintenance"`
 	MaintenanceReason    *string         `json:"maintenance_reason"`
 	Fault                *string         `json:"fault"`
-	LastError            *string         `json:"last_error"`
-	Reservation          *string         `json:"reservation"`
-	ConsoleEnabled       bool            `json:"console_enabled"`
+	// Health is the hardware health the BMC reports (OK, Warning,
+	// Critical; 1.109); null where the driver reports none.
+	Health         *string `json:"health"`
+	LastError      *string `json:"last_error"`
+	Reservation    *string `json:"reservation"`
+	ConsoleEnabled bool    `json:"console_enabled"`
 
 	InspectionStartedAt  *Time `json:"inspection_started_at"`
 	InspectionFinishedAt *Time `json:"inspection_finished_at"`
@@ -127,6 +133,8 @@ var NodeFieldMinVersion = map[string]int{
 	"firmware_interface":     86,
 	"service_step":           87,
 	"disable_power_off":      95,
+	"instance_name":          104,
+	"health":                 109,
 	"portgroups":             24,
 	"states":                 14,
 }
@@ -199,5 +207,13 @@ type HistoryEvent struct {
 	EventType string `json:"event_type,omitempty"`
 	Conductor string `json:"conductor,omitempty"`
 	User      string `json:"user,omitempty"`
-	Links     []Link `json:"links,omitempty"`
+	// Project (1.113), State, TargetProvisionState and DurationSeconds
+	// (1.115; the seconds since the node's provision_updated_at) are
+	// shown in detail only; the store records the node's state with the
+	// event.
+	Project              *string `json:"project,omitempty"`
+	State                string  `json:"state,omitempty"`
+	TargetProvisionState *string `json:"target_provision_state,omitempty"`
+	DurationSeconds      *int64  `json:"duration_seconds,omitempty"`
+	Links                []Link  `json:"links,omitempty"`
 }

@@ -35,10 +35,25 @@ func (s *Server) renderDriver(c echo.Context, name string, hosts []string) proto
 }
 
 func (s *Server) listDrivers(c echo.Context) error {
+	detail, kind, err := driverListParams(c)
+	if err != nil {
+		return err
+	}
 	hosts := s.driverHosts(c)
-	out := []proto.Driver{}
+	out := []any{}
+	if kind == "classic" {
+		return c.JSON(http.StatusOK, map[string]any{"drivers": out}) // Kiln's are all dynamic
+	}
 	for _, name := range driver.Names() {
-		out = append(out, s.renderDriver(c, name, hosts))
+		if !detail {
+			out = append(out, s.renderDriver(c, name, hosts))
+			continue
+		}
+		doc, err := s.driverDetail(c, name, hosts)
+		if err != nil {
+			return err
+		}
+		out = append(out, doc)
 	}
 	return c.JSON(http.StatusOK, map[string]any{"drivers": out})
 }
@@ -48,10 +63,19 @@ func (s *Server) getDriver(c echo.Context) error {
 	if _, ok := driver.Lookup(name); !ok {
 		return notFound("Driver %s could not be found.", name)
 	}
-	hw, _ := driver.Lookup(name)
-	doc, err := toDoc(s.renderDriver(c, name, s.driverHosts(c)))
+	doc, err := s.driverDetail(c, name, s.driverHosts(c))
 	if err != nil {
 		return err
+	}
+	return c.JSON(http.StatusOK, doc)
+}
+
+// driverDetail is a driver with its interfaces (from 1.30).
+func (s *Server) driverDetail(c echo.Context, name string, hosts []string) (map[string]any, error) {
+	hw, _ := driver.Lookup(name)
+	doc, err := toDoc(s.renderDriver(c, name, hosts))
+	if err != nil {
+		return nil, err
 	}
 	if minor(c) >= 30 {
 		for _, iface := range driver.Interfaces {
@@ -62,7 +86,7 @@ func (s *Server) getDriver(c echo.Context) error {
 			doc["enabled_"+iface+"_interfaces"] = hw.Supported[iface]
 		}
 	}
-	return c.JSON(http.StatusOK, doc)
+	return doc, nil
 }
 
 func (s *Server) listConductors(c echo.Context) error {
@@ -73,12 +97,13 @@ func (s *Server) listConductors(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	detail, err := parseBool(c, "detail")
+	if err != nil {
+		return err
+	}
 	out := make([]map[string]any, 0, len(conductors))
 	for _, cd := range conductors {
-		out = append(out, map[string]any{
-			"hostname": cd.Hostname, "conductor_group": cd.Group, "alive": cd.Alive,
-			"links": links(c, "conductors/"+cd.Hostname),
-		})
+		out = append(out, conductorView(c, cd, detail != nil && *detail))
 	}
 	return c.JSON(http.StatusOK, map[string]any{"conductors": out})
 }

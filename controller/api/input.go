@@ -74,6 +74,7 @@ func validateNodeStrings(n *proto.Node) error {
 		{"retired_reason", n.RetiredReason, maxReasonLen},
 		{"protected_reason", n.ProtectedReason, maxReasonLen},
 		{"maintenance_reason", n.MaintenanceReason, maxReasonLen},
+		{"instance_name", n.InstanceName, maxInstanceNameLen},
 	} {
 		if err := checkLen("node", f.name, f.v, f.max); err != nil {
 			return err
@@ -84,6 +85,9 @@ func validateNodeStrings(n *proto.Node) error {
 	}
 	if n.Shard != nil && *n.Shard == "" {
 		return badRequest("Schema error for node: 'shard' must not be an empty string")
+	}
+	if n.InstanceName != nil && *n.InstanceName == "" {
+		return badRequest("Schema error for node: 'instance_name' should be non-empty")
 	}
 	return nil
 }

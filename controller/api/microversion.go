@@ -9,11 +9,12 @@ import (
 	"github.com/kilnhq/kiln/proto"
 )
 
-// The microversion range Kiln serves. Metal3's baremetal-operator refuses
-// servers whose maximum is below 1.89 and pins 1.95 when offered 95–108.
+// The microversion range Kiln serves: Ironic's up to 1.115 (docs/api.md
+// lists what each version added). Metal3's baremetal-operator refuses
+// servers whose maximum is below 1.89 and pins 1.110 when offered it.
 const (
 	MinMinor     = 1
-	MaxMinor     = 95
+	MaxMinor     = 115
 	DefaultMinor = 1
 )
 

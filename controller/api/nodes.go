@@ -23,7 +23,7 @@ var nodeCreateFields = func() []string {
 		"driver", "uuid", "name", "driver_info", "properties", "extra", "instance_info",
 		"instance_uuid", "resource_class", "conductor_group", "chassis_uuid", "automated_clean",
 		"owner", "lessee", "description", "network_data", "retired", "retired_reason", "shard",
-		"parent_node", "disable_power_off", "protected", "protected_reason",
+		"parent_node", "disable_power_off", "protected", "protected_reason", "instance_name",
 	}
 	for _, i := range driver.Interfaces {
 		f = append(f, i+"_interface")
@@ -36,7 +36,7 @@ var nodeCreateFields = func() []string {
 var nodePatchable = func() []string {
 	f := []string{
 		"automated_clean", "chassis_uuid", "conductor_group", "description", "disable_power_off",
-		"driver", "driver_info", "extra", "instance_info", "instance_uuid", "lessee", "maintenance",
+		"driver", "driver_info", "extra", "instance_info", "instance_name", "instance_uuid", "lessee", "maintenance",
 		"name", "network_data", "owner", "parent_node", "properties", "protected", "protected_reason",
 		"resource_class", "retired", "retired_reason", "shard",
 	}
@@ -152,6 +152,9 @@ func (s *Server) listNodesOf(c echo.Context, detail bool, path, chassis string) 
 	}
 	if chassis != "" {
 		q.ChassisUUID = chassis // the URL's chassis, whatever the query says
+	}
+	if err := nodeTreeFilters(c, &q); err != nil {
+		return err
 	}
 	if err := checkFault(q.Fault); err != nil {
 		return err

@@ -96,6 +96,10 @@ func (s *Server) patchNode(c echo.Context) error {
 	if err := checkMandatoryRemovals(ops, nodeMandatory); err != nil {
 		return err
 	}
+	reset, err := resetInterfacesParam(c, ops)
+	if err != nil {
+		return err
+	}
 	ident := c.Param("node")
 	var ended string // the allocation a removed instance_uuid ends
 	n, err := s.updateUnlocked(c.Request().Context(), ident, func(n *proto.Node) error {
@@ -113,6 +117,12 @@ func (s *Server) patchNode(c echo.Context) error {
 		if err := applyPatch(n, blank, ops, &updated, "node"); err != nil {
 			return err
 		}
+		if updated.Driver != n.Driver && reset {
+			// ?reset_interfaces=true: the new hardware type's defaults for
+			// the interfaces the client did not name. Without it they are
+			// kept, and completeNode refuses those the new type lacks.
+			resetInterfaces(&updated, ops)
+		}
 		if err := completeNode(&updated); err != nil {
 			return err
 		}
@@ -122,12 +132,10 @@ func (s *Server) patchNode(c echo.Context) error {
 		if err := s.nodeChassis(c.Request().Context(), &updated); err != nil {
 			return err
 		}
-		if updated.Driver != n.Driver {
-			// A new hardware type resets interfaces the client did not name.
-			if err := resetInterfaces(&updated, ops); err != nil {
-				return err
-			}
+		if updated.Driver != n.Driver && n.ConsoleEnabled {
+			return conflict("Node %s can not update the driver while the console is enabled. Please stop the console first.", ident)
 		}
+		syncInstanceName(n, &updated)
 		if err := checkProtected(n, &updated); err != nil {
 			return err
 		}
@@ -148,9 +156,9 @@ func (s *Server) patchNode(c echo.Context) error {
 	return sendNode(c, http.StatusOK, n, nil)
 }
 
-// resetInterfaces sets every interface the patch did not name to the new
-// hardware type's default.
-func resetInterfaces(n *proto.Node, ops []jsonpatch.Op) error {
+// resetInterfaces clears every interface the patch did not name, so that
+// completeNode sets the new hardware type's default.
+func resetInterfaces(n *proto.Node, ops []jsonpatch.Op) {
 	for _, iface := range []string{"bios", "boot", "console", "deploy", "firmware", "inspect", "management", "network", "power", "raid", "rescue", "storage", "vendor"} {
 		named := false
 		for _, op := range ops {
@@ -162,7 +170,6 @@ func resetInterfaces(n *proto.Node, ops []jsonpatch.Op) error {
 			*interfaceField(n, iface) = ""
 		}
 	}
-	return completeNode(n)
 }
 
 // keepReadOnly copies every field a patch may not change from the stored node,
@@ -176,6 +183,7 @@ func keepReadOnly(from, to *proto.Node) {
 	to.PowerState = from.PowerState
 	to.TargetPowerState = from.TargetPowerState
 	to.Fault = from.Fault
+	to.Health = from.Health
 	to.LastError = from.LastError
 	to.Reservation = from.Reservation
 	to.ConsoleEnabled = from.ConsoleEnabled

@@ -103,6 +103,10 @@ func checkFields(c echo.Context, what string, obj map[string]json.RawMessage, al
 
 // decodeInto decodes obj into v, with clear type errors.
 func decodeInto(obj map[string]json.RawMessage, v any, what string) error {
+	obj, err := coerceBools(obj, v)
+	if err != nil {
+		return err
+	}
 	b, err := json.Marshal(obj)
 	if err != nil {
 		return badRequest("Invalid %s: %v", what, err)

@@ -140,7 +140,10 @@ func (s *Server) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		h := c.Response().Header()
 		h.Set(proto.HeaderMinVersion, versionString(MinMinor))
 		h.Set(proto.HeaderMaxVersion, versionString(MaxMinor))
-		h.Set("Openstack-Request-Id", "req-"+uuid.NewString())
+		// Ironic sends the request ID under both names (the second since 1.107).
+		rid := "req-" + uuid.NewString()
+		h.Set("Openstack-Request-Id", rid)
+		h.Set("X-Openstack-Request-Id", rid)
 		v, err := parseMicroversion(c.Request().Header)
 		if err != nil {
 			return &Error{Code: http.StatusNotAcceptable, Msg: err.Error(), bare: true}
@@ -181,6 +184,8 @@ func (s *Server) routes() {
 	e.GET("/v1/nodes/:node/ports", s.listNodePorts)
 	e.GET("/v1/nodes/:node/ports/detail", s.listNodePortsDetail)
 	s.mountTraits(e)
+	e.GET("/v1/nodes/:node/children", s.nodeChildren)
+	e.GET("/v1/shards", s.listShards)
 
 	e.GET("/v1/ports", s.listPorts)
 	e.GET("/v1/ports/", s.listPorts)
@@ -199,6 +204,7 @@ func (s *Server) routes() {
 	e.GET("/v1/drivers/", s.listDrivers)
 	e.GET("/v1/drivers/:driver", s.getDriver)
 	e.GET("/v1/conductors", s.listConductors)
+	s.subresourceRoutes(e)
 	if s.events != nil {
 		e.GET("/v1/events", s.streamEvents)
 	}

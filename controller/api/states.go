@@ -143,8 +143,8 @@ func checkProvisionBody(minor int, req *proto.ProvisionRequest) error {
 	if v == proto.VerbRescue && req.RescuePassword == "" {
 		return badRequest("A non-empty \"rescue_password\" is required when setting target provision state to rescue")
 	}
-	if req.DisableRamdisk != nil && minor < 70 {
-		return notAcceptable()
+	if err := checkDisableRamdisk(minor, req); err != nil {
+		return err
 	}
 	if req.Runbook != "" && minor < 92 {
 		return notAcceptable()
@@ -392,14 +392,9 @@ func (s *Server) listHistory(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := make([]proto.HistoryEvent, 0, len(events))
+	out := make([]map[string]any, 0, len(events))
 	for _, ev := range events {
-		ev.Links = links(c, "nodes/"+n.UUID+"/history/"+ev.UUID)
-		ev.Event = secrets.Scrub(ev.Event)
-		if detail == nil || !*detail {
-			ev.EventType, ev.Conductor, ev.User = "", "", ""
-		}
-		out = append(out, ev)
+		out = append(out, historyView(c, n.UUID, ev, detail != nil && *detail))
 	}
 	return c.JSON(http.StatusOK, map[string]any{"history": out})
 }
@@ -418,9 +413,7 @@ func (s *Server) getHistoryEvent(c echo.Context) error {
 	}
 	for _, ev := range events {
 		if ev.UUID == c.Param("event") {
-			ev.Links = links(c, "nodes/"+n.UUID+"/history/"+ev.UUID)
-			ev.Event = secrets.Scrub(ev.Event)
-			return c.JSON(http.StatusOK, ev)
+			return c.JSON(http.StatusOK, historyView(c, n.UUID, ev, true))
 		}
 	}
 	return notFound("Node history record %s could not be found.", c.Param("event"))

@@ -15,7 +15,7 @@ import (
 // cannot drift from the document.
 var nodeColumns = []string{"uuid", "name", "driver", "provision_state", "power_state", "maintenance",
 	"instance_uuid", "conductor_group", "resource_class", "owner", "fault", "reservation",
-	"created_at", "updated_at", "provision_updated_at", "chassis_uuid", "doc", "masked_doc"}
+	"created_at", "updated_at", "provision_updated_at", "chassis_uuid", "shard", "parent_node", "instance_name", "doc", "masked_doc"}
 
 // nodeValues extracts the indexed columns and the JSON document from n. The
 // document leaves out Reservation (the reservation column is authoritative, so
@@ -38,10 +38,12 @@ func nodeValues(n *proto.Node) ([]any, error) {
 	}
 	return []any{n.UUID, nullable(n.Name), n.Driver, string(n.ProvisionState), power, n.Maintenance,
 		deref(n.InstanceUUID), n.ConductorGroup, deref(n.ResourceClass), deref(n.Owner), deref(n.Fault),
-		nullable(n.Reservation), micros(n.CreatedAt), micros(n.UpdatedAt), micros(n.ProvisionUpdatedAt), chassisRef(n.ChassisUUID), string(b), string(masked)}, nil
+		nullable(n.Reservation), micros(n.CreatedAt), micros(n.UpdatedAt), micros(n.ProvisionUpdatedAt), chassisRef(n.ChassisUUID),
+		chassisRef(n.Shard), chassisRef(n.ParentNode), chassisRef(n.InstanceName), string(b), string(masked)}, nil
 }
 
-// chassisRef is the chassis_uuid column: NULL (no chassis) for nil or "".
+// chassisRef is a nullable reference column (chassis_uuid, shard,
+// parent_node, instance_name): NULL for nil or "".
 func chassisRef(s *string) any {
 	if s == nil || *s == "" {
 		return nil

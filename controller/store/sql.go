@@ -282,7 +282,7 @@ func nodeWhere(q NodeQuery) (where []string, args []any) {
 	for _, f := range []struct{ col, val string }{
 		{"provision_state", q.ProvisionState}, {"driver", q.Driver}, {"conductor_group", q.ConductorGroup},
 		{"resource_class", q.ResourceClass}, {"instance_uuid", q.InstanceUUID}, {"owner", q.Owner}, {"fault", q.Fault},
-		{"chassis_uuid", q.ChassisUUID},
+		{"chassis_uuid", q.ChassisUUID}, {"instance_name", q.InstanceName},
 	} {
 		if f.val != "" {
 			where = append(where, f.col+" = ?")
@@ -300,7 +300,7 @@ func nodeWhere(q NodeQuery) (where []string, args []any) {
 			where = append(where, "instance_uuid = ''")
 		}
 	}
-	return where, args
+	return shardWhere(q, where, args)
 }
 
 func (s *sqlStore) ListNodes(ctx context.Context, q NodeQuery) ([]*proto.Node, error) {
@@ -714,11 +714,11 @@ func (s *sqlStore) AddHistory(ctx context.Context, nodeUUID string, ev proto.His
 		ev.CreatedAt = wireTime(s.clock())
 	}
 	ev.Links = nil
-	doc, err := json.Marshal(&ev)
-	if err != nil {
-		return fmt.Errorf("encode history event of node %s: %w", nodeUUID, err)
-	}
-	err = s.writeTx(ctx, func(tx *sql.Tx) error {
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		doc, err := s.historyDoc(ctx, tx, nodeUUID, ev)
+		if err != nil {
+			return err
+		}
 		r, err := s.exec(ctx, tx, "INSERT INTO node_history (uuid, node_id, created_at, doc) "+
 			"SELECT CAST(? AS TEXT), id, CAST(? AS BIGINT), CAST(? AS TEXT) FROM nodes WHERE uuid = ?", ev.UUID, micros(ev.CreatedAt), string(doc), nodeUUID)
 		return affectedOne(r, err, "add history event to node "+nodeUUID, "node "+nodeUUID)

@@ -158,7 +158,17 @@ type NodeQuery struct {
 	ChassisUUID                                                                       string
 	Maintenance                                                                       *bool
 	Associated                                                                        *bool // true: instance_uuid is set
-	Limit                                                                             int   // 0 = no limit
+	// Shards keeps the nodes in any of these shards (1.82); Sharded, when
+	// set, those with (true) or without (false) a shard.
+	Shards  []string
+	Sharded *bool
+	// ParentNode keeps the children of this node UUID (1.83); NoChildren
+	// leaves child nodes out, as Ironic's lists do unless asked.
+	ParentNode string
+	NoChildren bool
+	// InstanceName is an exact match on instance_name (1.104).
+	InstanceName string
+	Limit        int // 0 = no limit
 	// Marker is a node UUID: return the nodes after it in the sort order
 	// (ErrNotFound if no such node).
 	Marker string

@@ -724,6 +724,8 @@ func TestHistoryAndInventory(t *testing.T) {
 		if err != nil || len(got) != 2 {
 			t.Fatalf("ListHistory = %v, %v", got, err)
 		}
+		// The store records the node's provision state with the event.
+		fixed.State = string(n.ProvisionState)
 		if !reflect.DeepEqual(got[0], fixed) {
 			t.Errorf("first event = %+v, want %+v", got[0], fixed)
 		}

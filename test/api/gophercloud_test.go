@@ -46,10 +46,10 @@ func TestGophercloudMicroversionNegotiation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if mv.MinMajor != 1 || mv.MinMinor != 1 || mv.MaxMajor != 1 || mv.MaxMinor != 95 {
-		t.Fatalf("microversions = %+v, want 1.1–1.95", mv)
+	if mv.MinMajor != 1 || mv.MinMinor != 1 || mv.MaxMajor != 1 || mv.MaxMinor != 115 {
+		t.Fatalf("microversions = %+v, want 1.1–1.115", mv)
 	}
-	// Metal3's baremetal-operator pins 1.95 when the maximum is 95–108.
+	// Metal3's baremetal-operator needs at least 1.89 (and pins 1.110).
 	pinned, err := utils.RequireMicroversion(context.Background(), *c, "1.89")
 	if err != nil || pinned.Microversion != "1.89" {
 		t.Fatalf("RequireMicroversion(1.89) = %q, %v", pinned.Microversion, err)

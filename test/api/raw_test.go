@@ -153,7 +153,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 			if msg := faultstring(t, b); msg == "" && code != 404 {
 				t.Errorf("empty error message")
 			}
-			if hdr.Get("X-OpenStack-Ironic-API-Minimum-Version") != "1.1" || hdr.Get("X-OpenStack-Ironic-API-Maximum-Version") != "1.95" {
+			if hdr.Get("X-OpenStack-Ironic-API-Minimum-Version") != "1.1" || hdr.Get("X-OpenStack-Ironic-API-Maximum-Version") != "1.115" {
 				t.Errorf("version headers missing on error: %v", hdr)
 			}
 		})

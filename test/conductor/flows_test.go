@@ -327,8 +327,8 @@ func TestPowerSync(t *testing.T) {
 }
 
 // TestAbortWhileWaitingForTheAgent: abort from inspect wait (1.41+) fails the
-// flow and powers the machine off; abort from wait call-back needs 1.110,
-// above Kiln's maximum 1.95, and is refused with 406 as Ironic does at 1.95.
+// flow and powers the machine off; abort from wait call-back needs 1.110
+// (TestAbortInWaitCallBack) and is refused with 406 at 1.95, as Ironic does.
 func TestAbortWhileWaitingForTheAgent(t *testing.T) {
 	c := startController(t, controllerOpts{})
 	m := &machine{noBoot: true}

@@ -1,0 +1,48 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/kilnhq/kiln/proto"
+)
+
+// historyDoc is a history event's document, with the node's provision
+// state, target and the seconds since its last provision change recorded
+// with it (Ironic's history fields of microversion 1.115), read in the
+// transaction that stores the event.
+func (s *sqlStore) historyDoc(ctx context.Context, tx *sql.Tx, nodeUUID string, ev proto.HistoryEvent) (string, error) {
+	var state string
+	var updated int64
+	var doc []byte
+	err := s.queryRow(ctx, tx, "SELECT provision_state, provision_updated_at, doc FROM nodes WHERE uuid = ?", nodeUUID).
+		Scan(&state, &updated, &doc)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("node %s: %w", nodeUUID, ErrNotFound)
+	}
+	if err != nil {
+		return "", fmt.Errorf("add history event to node %s: %w", nodeUUID, err)
+	}
+	if ev.State == "" {
+		ev.State = state
+		var target struct {
+			Target *string `json:"target_provision_state"`
+		}
+		if err := json.Unmarshal(doc, &target); err != nil {
+			return "", fmt.Errorf("decode stored node %s: %w", nodeUUID, err)
+		}
+		ev.TargetProvisionState = target.Target
+		if updated > 0 && ev.DurationSeconds == nil {
+			d := (micros(ev.CreatedAt) - updated) / 1_000_000
+			ev.DurationSeconds = &d
+		}
+	}
+	b, err := json.Marshal(&ev)
+	if err != nil {
+		return "", fmt.Errorf("encode history event of node %s: %w", nodeUUID, err)
+	}
+	return string(b), nil
+}
