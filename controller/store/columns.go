@@ -37,7 +37,8 @@ func nodeValues(n *proto.Node) ([]any, error) {
 		nullable(n.Reservation), micros(n.CreatedAt), micros(n.UpdatedAt), micros(n.ProvisionUpdatedAt), chassisRef(n.ChassisUUID), string(b)}, nil
 }
 
-// chassisRef is the chassis_uuid column: NULL (no chassis) for nil or "".
+// chassisRef is a reference column (nodes.chassis_uuid,
+// ports.portgroup_uuid): NULL (none) for nil or "".
 func chassisRef(s *string) any {
 	if s == nil || *s == "" {
 		return nil
@@ -67,7 +68,7 @@ var nodeSortExprs = map[string]string{
 }
 
 // portColumns are the ports table's columns besides id and node_id.
-var portColumns = []string{"uuid", "address", "name", "created_at", "updated_at", "doc"}
+var portColumns = []string{"uuid", "address", "name", "created_at", "updated_at", "portgroup_uuid", "doc"}
 
 // portValues normalizes p.Address to lower case and extracts the columns.
 func portValues(p *proto.Port) ([]any, error) {
@@ -78,7 +79,7 @@ func portValues(p *proto.Port) ([]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode port %s: %w", p.UUID, err)
 	}
-	return []any{p.UUID, p.Address, nullable(p.Name), micros(p.CreatedAt), micros(p.UpdatedAt), string(b)}, nil
+	return []any{p.UUID, p.Address, nullable(p.Name), micros(p.CreatedAt), micros(p.UpdatedAt), chassisRef(p.PortgroupUUID), string(b)}, nil
 }
 
 func decodePort(doc []byte) (*proto.Port, error) {

@@ -144,6 +144,7 @@ func resourcePlans(t *testing.T, st *sqlStore) []resourcePlan {
 			}
 		}
 	}
+	out = append(out, portgroupPlans(t, st)...)
 	return out
 }
 

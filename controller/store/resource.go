@@ -50,6 +50,9 @@ type Resource[T any] struct {
 	// ReferredBy lists the "table.column"s that refer to this resource's
 	// uuid through a foreign key: a delete while one does is ErrInUse.
 	ReferredBy []string
+	// NameColumn is a unique column that also identifies an object (a
+	// port group's name): GetByName reads by it. "" for none.
+	NameColumn string
 }
 
 // Column is one indexed column and how it is derived from the object.
@@ -206,6 +209,23 @@ func (rs *Resources[T]) get(ctx context.Context, q querier, uuid string, lock bo
 func (rs *Resources[T]) Get(ctx context.Context, uuid string) (*T, error) {
 	_, v, err := rs.get(ctx, rs.s.rdb, uuid, false)
 	return v, err
+}
+
+// GetByName reads one object by its NameColumn; ErrNotFound if there is
+// none (or the resource has no names).
+func (rs *Resources[T]) GetByName(ctx context.Context, name string) (*T, error) {
+	if rs.r.NameColumn == "" {
+		return nil, fmt.Errorf("%s %s: %w", rs.r.Kind, name, ErrNotFound)
+	}
+	var doc []byte
+	err := rs.s.queryRow(ctx, rs.s.rdb, "SELECT doc FROM "+rs.r.Table+" WHERE "+rs.r.NameColumn+" = ?", name).Scan(&doc)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("%s %s: %w", rs.r.Kind, name, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get %s %s: %w", rs.r.Kind, name, err)
+	}
+	return rs.decode(doc)
 }
 
 // List returns a page of objects in q's order, from indexes (see
