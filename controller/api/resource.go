@@ -7,12 +7,14 @@ import (
 	"net/http"
 	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
 	"github.com/kilnhq/kiln/controller/api/jsonpatch"
 	"github.com/kilnhq/kiln/controller/store"
+	"github.com/kilnhq/kiln/proto"
 )
 
 // resource describes one API collection of T, stored by store.Resources,
@@ -51,6 +53,22 @@ type resource[T any] struct {
 	links func(c echo.Context, v *T, shown map[string]bool)
 	// inUse is the answer to deleting an object that others refer to.
 	inUse func(ident string) *Error
+	// byName: objects are also addressed by their store.Resource
+	// NameColumn (a logical name), as Ironic's port groups are.
+	byName bool
+	// exclusive lists filters of which a request may give only one (400
+	// with exclusiveMsg otherwise).
+	exclusive    []string
+	exclusiveMsg string
+	// lock, when set, takes the lock that create, patch and delete of v
+	// hold (its node's), returning its release; check then judges the
+	// change against other objects (old nil on create, updated nil on
+	// delete). Both run before the write, outside its transaction.
+	lock  func(ctx context.Context, v *T) (func(), error)
+	check func(ctx context.Context, old, updated *T) error
+	// taken is the answer to a write refused by one of the store's Unique
+	// constraints (a name or address in use), nil for others.
+	taken func(err error, v *T) *Error
 
 	store  *store.Resources[T]
 	wire   []wireField
@@ -64,6 +82,9 @@ type filter struct {
 	store      string
 	minVersion int
 	check      func(string) (string, error) // nil: taken as is
+	// lookup resolves the value against the store (a node's name to its
+	// UUID), after check; nil: none.
+	lookup func(ctx context.Context, v string) (string, error)
 }
 
 // mount completes r for st and routes its collection on e. An error from
@@ -101,14 +122,43 @@ func (r *resource[T]) mount(e *echo.Echo, st *store.Resources[T], err error) {
 }
 
 // ident reads the object's UUID from the URL: anything else is a 400, as
-// in Ironic.
+// in Ironic, unless the resource has names (byName): then a logical name
+// is looked up.
 func (r *resource[T]) ident(c echo.Context) (string, error) {
-	s := c.Param("id")
+	return r.resolve(c.Request().Context(), c.Param("id"))
+}
+
+// resolve turns a UUID, or a name where the resource has them, into the
+// object's UUID; ErrNotFound (as Ironic's 404) for an unknown name.
+func (r *resource[T]) resolve(ctx context.Context, s string) (string, error) {
 	u, err := uuid.Parse(s)
-	if err != nil || len(s) != 36 {
+	if err == nil && len(s) == 36 {
+		return u.String(), nil
+	}
+	if !r.byName {
 		return "", badRequest("Expected a UUID but received %s.", s)
 	}
-	return u.String(), nil
+	if len(s) > maxNameLen || !nameRE.MatchString(s) {
+		return "", badRequest("Expected UUID or name for %s: %s", strings.ToLower(r.kind), s)
+	}
+	v, err := r.store.GetByName(ctx, s)
+	if err != nil {
+		return "", r.failed(err, s)
+	}
+	return *r.store.UUID(v), nil
+}
+
+// locked runs fn under r.lock for v, when the resource has one.
+func (r *resource[T]) locked(ctx context.Context, v *T, fn func() error) error {
+	if r.lock == nil {
+		return fn()
+	}
+	unlock, err := r.lock(ctx, v)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return fn()
 }
 
 // failed turns a store error into Ironic's answer.
@@ -117,7 +167,7 @@ func (r *resource[T]) failed(err error, ident string) error {
 	case errors.Is(err, store.ErrNotFound):
 		return notFound("%s %s could not be found.", r.kind, ident)
 	case errors.Is(err, store.ErrDuplicateUUID):
-		return conflict("A %s with UUID %s already exists.", r.name, ident)
+		return conflict("A %s with UUID %s already exists.", strings.ToLower(r.kind), ident)
 	case errors.Is(err, store.ErrInUse) && r.inUse != nil:
 		return r.inUse(ident)
 	}
@@ -181,7 +231,20 @@ func (r *resource[T]) create(c echo.Context) error {
 			return err
 		}
 	}
-	if err := r.store.Create(ctx, &v); err != nil {
+	err = r.locked(ctx, &v, func() error {
+		if r.check != nil {
+			if err := r.check(ctx, nil, &v); err != nil {
+				return err
+			}
+		}
+		return r.store.Create(ctx, &v)
+	})
+	if err != nil {
+		if r.taken != nil {
+			if e := r.taken(err, &v); e != nil {
+				return e
+			}
+		}
 		return r.failed(err, *id)
 	}
 	c.Response().Header().Set("Location", baseURL(c)+"/v1/"+r.name+"/"+*id)
@@ -240,6 +303,12 @@ func (r *resource[T]) listQuery(c echo.Context) (map[string]string, error) {
 				return nil, err
 			}
 		}
+		if f.lookup != nil {
+			var err error
+			if v, err = f.lookup(c.Request().Context(), v); err != nil {
+				return nil, err
+			}
+		}
 		if out == nil {
 			out = map[string]string{}
 		}
@@ -248,7 +317,33 @@ func (r *resource[T]) listQuery(c echo.Context) (map[string]string, error) {
 	return out, nil
 }
 
+// listOf serves a sub-collection: the objects whose store filters are
+// fixed (a node's port groups), from GET …/{parent}/{name}[/detail].
+func (r *resource[T]) listOf(c echo.Context, detailPath bool, path string, fixed map[string]string) error {
+	detail := detailPath
+	if detailPath {
+		if c.QueryParam("detail") != "" {
+			return badRequest("Parameter 'detail' is not allowed on %s/detail", path)
+		}
+		path += "/detail"
+	} else {
+		d, err := parseBool(c, "detail")
+		if err != nil {
+			return err
+		}
+		if d != nil && minor(c) < 43 {
+			return notAcceptable()
+		}
+		detail = d != nil && *d
+	}
+	return r.listWith(c, detail, path, fixed)
+}
+
 func (r *resource[T]) listCommon(c echo.Context, detail bool, path string) error {
+	return r.listWith(c, detail, path, nil)
+}
+
+func (r *resource[T]) listWith(c echo.Context, detail bool, path string, fixed map[string]string) error {
 	p, err := parseListParams(c, r.sorted)
 	if err != nil {
 		return err
@@ -266,6 +361,22 @@ func (r *resource[T]) listCommon(c echo.Context, detail bool, path string) error
 	filters, err := r.listQuery(c)
 	if err != nil {
 		return err
+	}
+	if len(fixed) > 0 {
+		if filters == nil {
+			filters = map[string]string{}
+		}
+		maps.Copy(filters, fixed)
+	}
+	if n := 0; len(r.exclusive) > 0 {
+		for _, f := range r.exclusive {
+			if _, ok := filters[r.filters[f].store]; ok || fixed[f] != "" {
+				n++
+			}
+		}
+		if n > 1 {
+			return badRequest("%s", r.exclusiveMsg)
+		}
 	}
 	items, err := r.store.List(c.Request().Context(), store.Query{Filters: filters, Limit: p.limit, Marker: p.marker,
 		SortKey: p.sortKey, SortDir: p.sortDir})
@@ -306,26 +417,85 @@ func (r *resource[T]) patch(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	v, err := r.store.Update(ctx, id, func(v *T) error {
+	patched := func(v *T) (T, error) {
 		updated := r.fresh()
 		if err := applyPatch(v, r.fresh(), ops, &updated, r.name); err != nil {
-			return err
+			return updated, err
 		}
 		if r.keep != nil {
 			r.keep(v, &updated)
 		}
 		if r.validate != nil {
 			if err := r.validate(ctx, &updated); err != nil {
-				return err
+				return updated, err
 			}
 		}
-		*v = updated
-		return nil
-	})
+		return updated, nil
+	}
+	var v *T
+	if r.lock == nil && r.check == nil {
+		v, err = r.store.Update(ctx, id, func(v *T) error {
+			updated, err := patched(v)
+			*v = updated
+			return err
+		})
+	} else {
+		v, err = r.patchChecked(ctx, id, patched)
+	}
 	if err != nil {
 		return r.failed(err, id)
 	}
 	return r.send(c, http.StatusOK, v, nil)
+}
+
+// patchChecked is patch under r.lock with r.check: the object as read is
+// checked, and the write applies only if it is still that object (its
+// writers hold the same lock, so a change meanwhile is a 409 to retry).
+func (r *resource[T]) patchChecked(ctx context.Context, id string, patched func(v *T) (T, error)) (*T, error) {
+	cur, err := r.store.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	var out *T
+	err = r.locked(ctx, cur, func() (err error) {
+		cur, err := r.store.Get(ctx, id)
+		if err != nil {
+			return err
+		}
+		updated, err := patched(cur)
+		if err != nil {
+			return err
+		}
+		if r.check != nil {
+			if err := r.check(ctx, cur, &updated); err != nil {
+				return err
+			}
+		}
+		if r.taken != nil {
+			defer func() {
+				if e := r.taken(err, &updated); e != nil {
+					err = e
+				}
+			}()
+		}
+		_, _, seen := r.store.Meta(cur)
+		out, err = r.store.Update(ctx, id, func(v *T) error {
+			if _, _, now := r.store.Meta(v); !sameStamp(*now, *seen) {
+				return conflict("%s %s changed while this request was checked; please retry.", r.kind, id)
+			}
+			*v = updated
+			return nil
+		})
+		return err
+	})
+	return out, err
+}
+
+func sameStamp(a, b *proto.Time) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Equal(b.Time)
 }
 
 func (r *resource[T]) delete(c echo.Context) error {
@@ -333,7 +503,26 @@ func (r *resource[T]) delete(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := r.store.Delete(c.Request().Context(), id); err != nil {
+	ctx := c.Request().Context()
+	if r.lock != nil || r.check != nil {
+		cur, err := r.store.Get(ctx, id)
+		if err != nil {
+			return r.failed(err, id)
+		}
+		err = r.locked(ctx, cur, func() error {
+			if r.check != nil {
+				if err := r.check(ctx, cur, nil); err != nil {
+					return err
+				}
+			}
+			return r.store.Delete(ctx, id)
+		})
+		if err != nil {
+			return r.failed(err, id)
+		}
+		return c.NoContent(http.StatusNoContent)
+	}
+	if err := r.store.Delete(ctx, id); err != nil {
 		return r.failed(err, id)
 	}
 	return c.NoContent(http.StatusNoContent)

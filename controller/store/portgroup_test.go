@@ -52,8 +52,8 @@ func TestPortgroupsStore(t *testing.T) {
 		if err := rs.Create(ctx, dupMAC); !errors.Is(err, ErrDuplicatePortgroupMAC) {
 			t.Errorf("duplicate address: %v", err)
 		}
-		if err := rs.Create(ctx, pg(6, "bbbbbbbb-0000-4000-8000-00000000dead")); err == nil {
-			t.Error("a port group of a node that does not exist was stored")
+		if err := rs.Create(ctx, pg(6, "bbbbbbbb-0000-4000-8000-00000000dead")); !errors.Is(err, ErrMissingReference) {
+			t.Errorf("a port group of a node that does not exist: %v, want ErrMissingReference", err)
 		}
 		if got, err := rs.GetByName(ctx, "bond2"); err != nil || got.UUID != b.UUID {
 			t.Errorf("GetByName(bond2) = %v, %v", got, err)

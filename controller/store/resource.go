@@ -113,6 +113,11 @@ func (rs *Resources[T]) SortKeys() []string {
 	return slices.Sorted(maps.Keys(rs.exprs))
 }
 
+// Meta points at v's UUID and timestamps.
+func (rs *Resources[T]) Meta(v *T) (uuid *string, created, updated **proto.Time) {
+	return rs.r.Meta(v)
+}
+
 // UUID points at v's UUID.
 func (rs *Resources[T]) UUID(v *T) *string {
 	u, _, _ := rs.r.Meta(v)
@@ -144,8 +149,10 @@ func (rs *Resources[T]) decode(doc []byte) (*T, error) {
 	return v, nil
 }
 
-// writeError maps constraint violations to the Store's errors.
-func (rs *Resources[T]) writeError(err error, doing string) error {
+// writeError maps constraint violations to the Store's errors: a foreign
+// key refusing a write is fk (ErrMissingReference on create and update,
+// ErrInUse on delete).
+func (rs *Resources[T]) writeError(err error, doing string, fk error) error {
 	if err == nil {
 		return nil
 	}
@@ -157,8 +164,8 @@ func (rs *Resources[T]) writeError(err error, doing string) error {
 			return fmt.Errorf("%s: %w", doing, ErrDuplicateUUID)
 		}
 	}
-	if rs.s.d.foreignKeyViolation(err) && len(rs.r.ReferredBy) > 0 {
-		return fmt.Errorf("%s: %w", doing, ErrInUse)
+	if rs.s.d.foreignKeyViolation(err) && (fk != ErrInUse || len(rs.r.ReferredBy) > 0) {
+		return fmt.Errorf("%s: %w", doing, fk)
 	}
 	return fmt.Errorf("%s: %w", doing, err)
 }
@@ -179,7 +186,7 @@ func (rs *Resources[T]) Create(ctx context.Context, v *T) error {
 			_, err := rs.s.exec(ctx, tx, query, vals...)
 			return err
 		})
-		err = rs.writeError(err, "create "+rs.r.Kind+" "+*uuid)
+		err = rs.writeError(err, "create "+rs.r.Kind+" "+*uuid, ErrMissingReference)
 	}
 	if err != nil {
 		*created = prev
@@ -293,7 +300,7 @@ func (rs *Resources[T]) Update(ctx context.Context, uuid string, fn func(v *T) e
 		}
 		_, err = rs.s.exec(ctx, tx, "UPDATE "+rs.r.Table+" SET "+strings.Join(set, ", ")+" WHERE id = ?", append(vals, id)...)
 		if err != nil {
-			return rs.writeError(err, "update "+rs.r.Kind+" "+uuid)
+			return rs.writeError(err, "update "+rs.r.Kind+" "+uuid, ErrMissingReference)
 		}
 		out = v
 		return nil
@@ -307,7 +314,7 @@ func (rs *Resources[T]) Delete(ctx context.Context, uuid string) error {
 	return rs.s.writeTx(ctx, func(tx *sql.Tx) error {
 		r, err := rs.s.exec(ctx, tx, "DELETE FROM "+rs.r.Table+" WHERE uuid = ?", uuid)
 		if err != nil {
-			return rs.writeError(err, "delete "+rs.r.Kind+" "+uuid)
+			return rs.writeError(err, "delete "+rs.r.Kind+" "+uuid, ErrInUse)
 		}
 		return affectedOne(r, nil, "delete "+rs.r.Kind+" "+uuid, rs.r.Kind+" "+uuid)
 	})
