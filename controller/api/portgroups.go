@@ -388,6 +388,9 @@ func (s *Server) routePortgroups(e *echo.Echo) {
 	e.GET("/v1/portgroups/:id/ports/detail", s.portgroupPorts(true))
 	e.GET("/v1/nodes/:node/portgroups", s.nodePortgroups(false))
 	e.GET("/v1/nodes/:node/portgroups/detail", s.nodePortgroups(true))
+	e.GET("/v1/nodes/:node/vifs", s.listVIFs)
+	e.POST("/v1/nodes/:node/vifs", s.attachVIF)
+	e.DELETE("/v1/nodes/:node/vifs/:vif", s.detachVIF)
 }
 
 // normalizePortgroupRef checks a port's portgroup_uuid: "" is none,
