@@ -288,7 +288,7 @@ func (s *Server) checkPortMembership(ctx context.Context, old, p *proto.Port) er
 		return badRequest("Port can not be added to a portgroup belonging to a different node.")
 	}
 	joined := old == nil || !sameRef(old.PortgroupUUID, p.PortgroupUUID)
-	if p.PXEEnabled && !pg.StandalonePortsSupported && (joined || !old.PXEEnabled) {
+	if p.PXEEnabled && !bool(pg.StandalonePortsSupported) && (joined || !old.PXEEnabled) {
 		return conflict("Port group %s doesn't support standalone ports. This port cannot be created as a member of that portgroup as the port's 'pxe_enabled' field was set to True.", pg.UUID)
 	}
 	if !joined && sameRef(old.PhysicalNetwork, p.PhysicalNetwork) {

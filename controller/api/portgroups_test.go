@@ -306,3 +306,22 @@ func TestPortgroupsPaging(t *testing.T) {
 		t.Errorf("by an unknown address: %v", got)
 	}
 }
+
+// TestPortgroupsStandaloneStrings: standalone_ports_supported takes the
+// strings Ironic takes for a boolean (the OpenStack client sends "True").
+func TestPortgroupsStandaloneStrings(t *testing.T) {
+	srv := chassisServer(t)
+	n := pgNode(t, srv, "n1")
+	pg := mustCall(t, srv, 201, "POST", "/v1/portgroups", "1.95", `{"node_uuid":"`+n+`","standalone_ports_supported":"False"}`)
+	if pg["standalone_ports_supported"] != false {
+		t.Errorf("created from \"False\": %v", pg)
+	}
+	id := pg["uuid"].(string)
+	if got := mustCall(t, srv, 200, "PATCH", "/v1/portgroups/"+id, "1.95", `[{"op":"replace","path":"/standalone_ports_supported","value":"True"}]`); got["standalone_ports_supported"] != true {
+		t.Errorf("patched with \"True\": %v", got)
+	}
+	code, body := call(t, srv, "POST", "/v1/portgroups", "1.95", `{"node_uuid":"`+n+`","standalone_ports_supported":"maybe"}`)
+	if code != 400 || !strings.Contains(ironicFault(t, body), "maybe") {
+		t.Errorf("\"maybe\": %d %v", code, body)
+	}
+}
