@@ -282,6 +282,9 @@ func (s *Server) deletePort(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := s.portBoundToVIF(c.Request().Context(), id); err != nil {
+		return err
+	}
 	if err := s.store.DeletePort(c.Request().Context(), id); err != nil {
 		return s.storeError(err, "Port", id)
 	}

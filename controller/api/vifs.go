@@ -293,3 +293,24 @@ func (s *Server) detachVIF(c echo.Context) error {
 	}
 	return c.NoContent(http.StatusNoContent)
 }
+
+// portBoundToVIF refuses, as Ironic's conductor does, to delete a port that
+// carries a VIF unless its node is in maintenance (409).
+func (s *Server) portBoundToVIF(ctx context.Context, id string) error {
+	p, err := s.store.GetPort(ctx, id)
+	if err != nil {
+		return s.storeError(err, "Port", id)
+	}
+	vif := vifOf(p.InternalInfo)
+	if vif == "" {
+		return nil
+	}
+	n, err := s.store.GetNode(ctx, p.NodeUUID)
+	if err != nil {
+		return s.storeError(err, "Node", p.NodeUUID)
+	}
+	if n.Maintenance {
+		return nil
+	}
+	return conflict("Cannot delete the port %s as it is bound to VIF %s for use.", p.UUID, vif)
+}

@@ -125,9 +125,19 @@ func TestVIFs(t *testing.T) {
 		t.Errorf("port after detach: %v %v", p["internal_info"], p["extra"])
 	}
 	mustCall(t, srv, 204, "POST", "/v1/nodes/n1/vifs", "1.95", `{"id":"vif-six","port_uuid":"`+pxe+`"}`)
+	// A port bound to a VIF is deleted only in maintenance.
+	if code, body := call(t, srv, "DELETE", "/v1/ports/"+pxe, "1.95", ""); code != 409 ||
+		ironicFault(t, body) != "Cannot delete the port "+pxe+" as it is bound to VIF vif-six for use." {
+		t.Errorf("delete of a port bound to a VIF: %d %v", code, body)
+	}
 	mustCall(t, srv, 204, "DELETE", "/v1/nodes/n1/vifs/"+v1, "1.95", "")
 	if got := vifIDs(t, srv, "n1"); !slices.Equal(got, []string{v3, "vif-six"}) {
 		t.Errorf("after detaching from the group: %v", got)
+	}
+	mustCall(t, srv, 202, "PUT", "/v1/nodes/n1/maintenance", "1.95", `{"reason":"rewiring"}`)
+	mustCall(t, srv, 204, "DELETE", "/v1/ports/"+pxe, "1.95", "")
+	if got := vifIDs(t, srv, "n1"); !slices.Equal(got, []string{v3}) {
+		t.Errorf("after deleting the bound port in maintenance: %v", got)
 	}
 	if n, err := st.GetNode(context.Background(), n); err != nil || n.Reservation != nil {
 		t.Errorf("node after the VIF requests: reservation %v, %v", n.Reservation, err)
