@@ -14,9 +14,9 @@ import (
 	"github.com/kilnhq/kiln/proto"
 )
 
-var portCreateFields = []string{"address", "node_uuid", "extra", "local_link_connection", "pxe_enabled", "physical_network", "is_smartnic", "name", "uuid"}
+var portCreateFields = []string{"address", "node_uuid", "extra", "local_link_connection", "pxe_enabled", "physical_network", "is_smartnic", "name", "portgroup_uuid", "uuid"}
 
-var portPatchable = []string{"address", "extra", "is_smartnic", "local_link_connection", "name", "node_uuid", "physical_network", "pxe_enabled"}
+var portPatchable = []string{"address", "extra", "is_smartnic", "local_link_connection", "name", "node_uuid", "physical_network", "portgroup_uuid", "pxe_enabled"}
 
 var portSortable = sortKeys(store.PortSortKeys)
 
@@ -62,7 +62,7 @@ func (s *Server) createPort(c echo.Context) error {
 		return err
 	}
 	p.CreatedAt = proto.Now()
-	if err := s.store.CreatePort(ctx, &p); err != nil {
+	if err := s.createPortIn(ctx, &p); err != nil {
 		ident := p.UUID
 		if errors.Is(err, store.ErrDuplicateMAC) {
 			ident = p.Address
@@ -152,6 +152,18 @@ func (s *Server) listNodePortsDetail(c echo.Context) error {
 }
 
 func (s *Server) listPortsCommon(c echo.Context, nodeUUID string, detail bool, path string) error {
+	return s.listPortsIn(c, nodeUUID, "", detail, path)
+}
+
+// listPortsIn lists ports, of a node and of a port group when those are
+// given (the latter otherwise from the portgroup filter).
+func (s *Server) listPortsIn(c echo.Context, nodeUUID, portgroupUUID string, detail bool, path string) error {
+	if portgroupUUID == "" {
+		var err error
+		if portgroupUUID, err = s.portsPortgroup(c); err != nil {
+			return err
+		}
+	}
 	p, err := parseListParams(c, portSortable)
 	if err != nil {
 		return err
@@ -163,7 +175,7 @@ func (s *Server) listPortsCommon(c echo.Context, nodeUUID string, detail bool, p
 	if fields == nil && !detail {
 		fields = proto.PortDefaultListFields
 	}
-	q := store.PortQuery{NodeUUID: nodeUUID, Limit: p.limit, Marker: p.marker, SortKey: p.sortKey, SortDir: p.sortDir,
+	q := store.PortQuery{NodeUUID: nodeUUID, PortgroupUUID: portgroupUUID, Limit: p.limit, Marker: p.marker, SortKey: p.sortKey, SortDir: p.sortDir,
 		Summary: isDefaultPortFields(fields)}
 	ctx := c.Request().Context()
 	for _, param := range []string{"node_uuid", "node"} {
@@ -222,6 +234,12 @@ func (s *Server) patchPort(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
+	unlock, err := s.lockPortMembership(ctx, id, ops)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	var group *string // the group the port is to join
 	p, err := s.store.UpdatePort(ctx, id, func(p *proto.Port) error {
 		var updated proto.Port
 		blank := proto.Port{Address: p.Address, NodeUUID: p.NodeUUID, PXEEnabled: true}
@@ -237,11 +255,21 @@ func (s *Server) patchPort(c echo.Context) error {
 			}
 		}
 		updated.UUID, updated.CreatedAt, updated.UpdatedAt, updated.InternalInfo = p.UUID, p.CreatedAt, p.UpdatedAt, p.InternalInfo
+		if err := normalizePortgroupRef(&updated); err != nil {
+			return err
+		}
+		group = updated.PortgroupUUID
+		if err := s.checkPortMembership(ctx, p, &updated); err != nil {
+			return err
+		}
 		*p = updated
 		return nil
 	})
 	if errors.Is(err, store.ErrDuplicatePortName) {
 		return errPortNameTaken(patchedName(ops))
+	}
+	if errors.Is(err, store.ErrMissingReference) {
+		return badRequest("Portgroup %s could not be found.", pyStr(group))
 	}
 	if err != nil {
 		return s.storeError(err, "Port", id)
@@ -252,6 +280,9 @@ func (s *Server) patchPort(c echo.Context) error {
 func (s *Server) deletePort(c echo.Context) error {
 	id, err := s.portIdent(c)
 	if err != nil {
+		return err
+	}
+	if err := s.portBoundToVIF(c.Request().Context(), id); err != nil {
 		return err
 	}
 	if err := s.store.DeletePort(c.Request().Context(), id); err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kilnhq/kiln/controller/api/jsonpatch"
 	"github.com/kilnhq/kiln/controller/store"
+	"github.com/kilnhq/kiln/proto"
 )
 
 // resource describes one API collection of T, stored by store.Resources,
@@ -86,6 +87,16 @@ type resource[T any] struct {
 	// storeError, when set, answers store errors first (nil: the common
 	// answers below).
 	storeError func(err error, ident string) *Error
+	// exclusive lists filters of which a request may give only one (400
+	// with exclusiveMsg otherwise).
+	exclusive    []string
+	exclusiveMsg string
+	// lock, when set, takes the lock that create, patch and delete of v
+	// hold (its node's), returning its release; check then judges the
+	// change against other objects (old nil on create, updated nil on
+	// delete). Both run before the write, outside its transaction.
+	lock  func(ctx context.Context, v *T) (func(), error)
+	check func(ctx context.Context, old, updated *T) error
 
 	store  *store.Resources[T]
 	wire   []wireField
@@ -172,6 +183,16 @@ func (r *resource[T]) lookup(ctx context.Context, s string) (string, error) {
 	if len(s) > 255 || !nameRE.MatchString(s) {
 		return "", badRequest("Expected a logical name or UUID but received %s.", s)
 	}
+	if r.store.Named() {
+		v, err := r.store.GetByName(ctx, s)
+		if errors.Is(err, store.ErrNotFound) {
+			return "", notFound("%s %s could not be found.", r.kind, s)
+		}
+		if err != nil {
+			return "", err
+		}
+		return *r.store.UUID(v), nil
+	}
 	items, err := r.store.List(ctx, store.Query{Filters: map[string]string{r.byName: s}, Limit: 1})
 	if err != nil {
 		return "", err
@@ -180,6 +201,19 @@ func (r *resource[T]) lookup(ctx context.Context, s string) (string, error) {
 		return "", notFound("%s %s could not be found.", r.kind, s)
 	}
 	return *r.store.UUID(items[0]), nil
+}
+
+// locked runs fn under r.lock for v, when the resource has one.
+func (r *resource[T]) locked(ctx context.Context, v *T, fn func() error) error {
+	if r.lock == nil {
+		return fn()
+	}
+	unlock, err := r.lock(ctx, v)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return fn()
 }
 
 // failed turns a store error into Ironic's answer.
@@ -273,7 +307,15 @@ func (r *resource[T]) create(c echo.Context) error {
 			return err
 		}
 	}
-	if err := r.store.Create(ctx, &v); err != nil {
+	err = r.locked(ctx, &v, func() error {
+		if r.check != nil {
+			if err := r.check(ctx, nil, &v); err != nil {
+				return err
+			}
+		}
+		return r.store.Create(ctx, &v)
+	})
+	if err != nil {
 		return r.failedWrite(err, *id, &v)
 	}
 	out := &v
@@ -352,6 +394,28 @@ func (r *resource[T]) listQuery(c echo.Context) (map[string]string, error) {
 	return out, nil
 }
 
+// listOf serves a sub-collection: the objects whose store filters are
+// fixed (a node's port groups), from GET …/{parent}/{name}[/detail].
+func (r *resource[T]) listOf(c echo.Context, detailPath bool, path string, fixed map[string]string) error {
+	detail := detailPath
+	if detailPath {
+		if c.QueryParam("detail") != "" {
+			return badRequest("Parameter 'detail' is not allowed on %s/detail", path)
+		}
+		path += "/detail"
+	} else {
+		d, err := parseBool(c, "detail")
+		if err != nil {
+			return err
+		}
+		if d != nil && minor(c) < 43 {
+			return notAcceptable()
+		}
+		detail = d != nil && *d
+	}
+	return r.listIn(c, detail, path, fixed)
+}
+
 func (r *resource[T]) listCommon(c echo.Context, detail bool, path string) error {
 	return r.listIn(c, detail, path, nil)
 }
@@ -382,6 +446,16 @@ func (r *resource[T]) listIn(c echo.Context, detail bool, path string, scope map
 			filters = map[string]string{}
 		}
 		maps.Copy(filters, scope)
+	}
+	if n := 0; len(r.exclusive) > 0 {
+		for _, f := range r.exclusive {
+			if _, ok := filters[r.filters[f].store]; ok || scope[f] != "" {
+				n++
+			}
+		}
+		if n > 1 {
+			return badRequest("%s", r.exclusiveMsg)
+		}
 	}
 	items, err := r.store.List(c.Request().Context(), store.Query{Filters: filters, Limit: p.limit, Marker: p.marker,
 		SortKey: p.sortKey, SortDir: p.sortDir})
@@ -426,31 +500,91 @@ func (r *resource[T]) patch(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	var tried T
-	v, err := r.store.Update(ctx, id, func(v *T) error {
+	patched := func(v *T) (T, error) {
 		updated := r.fresh()
 		if err := applyPatch(v, r.fresh(), ops, &updated, r.name); err != nil {
-			return err
+			return updated, err
 		}
 		if r.keep != nil {
 			r.keep(v, &updated)
 		}
 		if r.validate != nil {
 			if err := r.validate(ctx, &updated); err != nil {
-				return err
+				return updated, err
 			}
 		}
 		if r.guard != nil {
 			if err := r.guard(ctx, &updated, "update"); err != nil {
-				return err
+				return updated, err
 			}
 		}
-		*v, tried = updated, updated
-		return nil
-	})
+		tried = updated
+		return updated, nil
+	}
+	var v *T
+	if r.lock == nil && r.check == nil {
+		v, err = r.store.Update(ctx, id, func(v *T) error {
+			updated, err := patched(v)
+			*v = updated
+			return err
+		})
+	} else {
+		v, err = r.patchChecked(ctx, id, patched)
+	}
 	if err != nil {
 		return r.failedWrite(err, id, &tried)
 	}
 	return r.send(c, http.StatusOK, v, nil)
+}
+
+// patchChecked is patch under r.lock with r.check: the object as read is
+// checked, and the write applies only if it is still that object (its
+// writers hold the same lock, so a change meanwhile is a 409 to retry).
+func (r *resource[T]) patchChecked(ctx context.Context, id string, patched func(v *T) (T, error)) (*T, error) {
+	cur, err := r.store.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	var out *T
+	err = r.locked(ctx, cur, func() (err error) {
+		cur, err := r.store.Get(ctx, id)
+		if err != nil {
+			return err
+		}
+		updated, err := patched(cur)
+		if err != nil {
+			return err
+		}
+		if r.check != nil {
+			if err := r.check(ctx, cur, &updated); err != nil {
+				return err
+			}
+		}
+		if r.taken != nil {
+			defer func() {
+				if e := r.taken(err, &updated); e != nil {
+					err = e
+				}
+			}()
+		}
+		_, _, seen := r.store.Meta(cur)
+		out, err = r.store.Update(ctx, id, func(v *T) error {
+			if _, _, now := r.store.Meta(v); !sameStamp(*now, *seen) {
+				return conflict("%s %s changed while this request was checked; please retry.", r.kind, id)
+			}
+			*v = updated
+			return nil
+		})
+		return err
+	})
+	return out, err
+}
+
+func sameStamp(a, b *proto.Time) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Equal(b.Time)
 }
 
 func (r *resource[T]) delete(c echo.Context) error {
@@ -458,23 +592,36 @@ func (r *resource[T]) delete(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if r.guard != nil || r.deleting != nil {
-		v, err := r.store.Get(c.Request().Context(), id)
+	ctx := c.Request().Context()
+	if r.guard != nil || r.deleting != nil || r.lock != nil || r.check != nil {
+		cur, err := r.store.Get(ctx, id)
 		if err != nil {
 			return r.failed(err, id)
 		}
 		if r.guard != nil {
-			if err := r.guard(c.Request().Context(), v, "deletion"); err != nil {
+			if err := r.guard(ctx, cur, "deletion"); err != nil {
 				return err
 			}
 		}
 		if r.deleting != nil {
-			if err := r.deleting(c, v); err != nil {
+			if err := r.deleting(c, cur); err != nil {
 				return r.failed(err, id)
 			}
 		}
+		err = r.locked(ctx, cur, func() error {
+			if r.check != nil {
+				if err := r.check(ctx, cur, nil); err != nil {
+					return err
+				}
+			}
+			return r.store.Delete(ctx, id)
+		})
+		if err != nil {
+			return r.failed(err, id)
+		}
+		return c.NoContent(http.StatusNoContent)
 	}
-	if err := r.store.Delete(c.Request().Context(), id); err != nil {
+	if err := r.store.Delete(ctx, id); err != nil {
 		return r.failed(err, id)
 	}
 	return c.NoContent(http.StatusNoContent)

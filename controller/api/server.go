@@ -79,6 +79,9 @@ type Server struct {
 	allocations      *resource[proto.Allocation]
 	allocationsErr   error
 	notifyAllocation func(string)
+	// portgroups serves /v1/portgroups, as chassis does /v1/chassis.
+	portgroups    *resource[proto.Portgroup]
+	portgroupsErr error
 }
 
 // New builds the API with every route mounted. It panics on an invalid
@@ -217,7 +220,7 @@ func (s *Server) routes() {
 	e.GET("/v1/chassis/:id/nodes/detail", s.chassisNodes(true))
 	s.mountStepResources(e)
 	s.mountAllocations(e)
-	e.GET("/v1/portgroups", s.emptyCollection("portgroups"))
+	s.routePortgroups(e)
 }
 
 // baseURL is the scheme and host clients reached us at; links are built on it.
@@ -277,7 +280,7 @@ func (s *Server) getV1(c echo.Context) error {
 		dst   *[]proto.Link
 		name  string
 	}{
-		{22, &doc.Lookup, "lookup"}, {22, &doc.Heartbeat, "heartbeat"}, {24, &doc.Portgroups, "portgroups"},
+		{22, &doc.Lookup, "lookup"}, {22, &doc.Heartbeat, "heartbeat"}, {23, &doc.Portgroups, "portgroups"},
 		{32, &doc.Volume, "volume"}, {49, &doc.Conductors, "conductors"}, {52, &doc.Allocations, "allocations"},
 		{54, &doc.Events, "events"}, {55, &doc.DeployTemplates, "deploy_templates"}, {82, &doc.Shards, "shards"},
 		{92, &doc.Runbooks, "runbooks"},

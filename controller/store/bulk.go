@@ -73,7 +73,7 @@ func CreateNodes(ctx context.Context, st Store, nodes []*proto.Node, ports []*pr
 					return err
 				}
 				_, err = s.exec(ctx, tx, portInsert, append([]any{nodeID}, vals...)...)
-				if err := s.mapPortError(err, "create port "+p.UUID, p.NodeUUID); err != nil {
+				if err := s.mapPortError(err, "create port "+p.UUID, p.NodeUUID, p.PortgroupUUID); err != nil {
 					return err
 				}
 			}

@@ -42,8 +42,8 @@ func nodeValues(n *proto.Node) ([]any, error) {
 		chassisRef(n.Shard), chassisRef(n.ParentNode), chassisRef(n.InstanceName), string(b), string(masked)}, nil
 }
 
-// chassisRef is a nullable reference column (chassis_uuid, shard,
-// parent_node, instance_name): NULL for nil or "".
+// chassisRef is a nullable reference column (nodes.chassis_uuid, shard,
+// parent_node, instance_name; ports.portgroup_uuid): NULL for nil or "".
 func chassisRef(s *string) any {
 	if s == nil || *s == "" {
 		return nil
@@ -73,7 +73,7 @@ var nodeSortExprs = map[string]string{
 }
 
 // portColumns are the ports table's columns besides id and node_id.
-var portColumns = []string{"uuid", "address", "name", "created_at", "updated_at", "doc"}
+var portColumns = []string{"uuid", "address", "name", "created_at", "updated_at", "portgroup_uuid", "doc"}
 
 // portValues normalizes p.Address to lower case and extracts the columns.
 func portValues(p *proto.Port) ([]any, error) {
@@ -84,7 +84,7 @@ func portValues(p *proto.Port) ([]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode port %s: %w", p.UUID, err)
 	}
-	return []any{p.UUID, p.Address, nullable(p.Name), micros(p.CreatedAt), micros(p.UpdatedAt), string(b)}, nil
+	return []any{p.UUID, p.Address, nullable(p.Name), micros(p.CreatedAt), micros(p.UpdatedAt), chassisRef(p.PortgroupUUID), string(b)}, nil
 }
 
 func decodePort(doc []byte) (*proto.Port, error) {

@@ -152,6 +152,7 @@ func resourcePlans(t *testing.T, st *sqlStore) []resourcePlan {
 			}
 		}
 	}
+	out = append(out, portgroupPlans(t, st)...)
 	return append(out, stepResourcePlans(t, st)...)
 }
 

@@ -50,6 +50,9 @@ type Resource[T any] struct {
 	// ReferredBy lists the "table.column"s that refer to this resource's
 	// uuid through a foreign key: a delete while one does is ErrInUse.
 	ReferredBy []string
+	// NameColumn is a unique column that also identifies an object (a
+	// port group's name): GetByName reads by it. "" for none.
+	NameColumn string
 }
 
 // Column is one indexed column and how it is derived from the object.
@@ -110,6 +113,11 @@ func (rs *Resources[T]) SortKeys() []string {
 	return slices.Sorted(maps.Keys(rs.exprs))
 }
 
+// Meta points at v's UUID and timestamps.
+func (rs *Resources[T]) Meta(v *T) (uuid *string, created, updated **proto.Time) {
+	return rs.r.Meta(v)
+}
+
 // UUID points at v's UUID.
 func (rs *Resources[T]) UUID(v *T) *string {
 	u, _, _ := rs.r.Meta(v)
@@ -141,8 +149,10 @@ func (rs *Resources[T]) decode(doc []byte) (*T, error) {
 	return v, nil
 }
 
-// writeError maps constraint violations to the Store's errors.
-func (rs *Resources[T]) writeError(err error, doing string) error {
+// writeError maps constraint violations to the Store's errors: a foreign
+// key refusing a write is fk (ErrMissingReference on create and update,
+// ErrInUse on delete).
+func (rs *Resources[T]) writeError(err error, doing string, fk error) error {
 	if err == nil {
 		return nil
 	}
@@ -154,8 +164,8 @@ func (rs *Resources[T]) writeError(err error, doing string) error {
 			return fmt.Errorf("%s: %w", doing, ErrDuplicateUUID)
 		}
 	}
-	if rs.s.d.foreignKeyViolation(err) && len(rs.r.ReferredBy) > 0 {
-		return fmt.Errorf("%s: %w", doing, ErrInUse)
+	if rs.s.d.foreignKeyViolation(err) && (fk != ErrInUse || len(rs.r.ReferredBy) > 0) {
+		return fmt.Errorf("%s: %w", doing, fk)
 	}
 	return fmt.Errorf("%s: %w", doing, err)
 }
@@ -176,7 +186,7 @@ func (rs *Resources[T]) Create(ctx context.Context, v *T) error {
 			_, err := rs.s.exec(ctx, tx, query, vals...)
 			return err
 		})
-		err = rs.writeError(err, "create "+rs.r.Kind+" "+*uuid)
+		err = rs.writeError(err, "create "+rs.r.Kind+" "+*uuid, ErrMissingReference)
 	}
 	if err != nil {
 		*created = prev
@@ -206,6 +216,26 @@ func (rs *Resources[T]) get(ctx context.Context, q querier, uuid string, lock bo
 func (rs *Resources[T]) Get(ctx context.Context, uuid string) (*T, error) {
 	_, v, err := rs.get(ctx, rs.s.rdb, uuid, false)
 	return v, err
+}
+
+// Named reports whether objects have a NameColumn (GetByName finds them).
+func (rs *Resources[T]) Named() bool { return rs.r.NameColumn != "" }
+
+// GetByName reads one object by its NameColumn; ErrNotFound if there is
+// none (or the resource has no names).
+func (rs *Resources[T]) GetByName(ctx context.Context, name string) (*T, error) {
+	if rs.r.NameColumn == "" {
+		return nil, fmt.Errorf("%s %s: %w", rs.r.Kind, name, ErrNotFound)
+	}
+	var doc []byte
+	err := rs.s.queryRow(ctx, rs.s.rdb, "SELECT doc FROM "+rs.r.Table+" WHERE "+rs.r.NameColumn+" = ?", name).Scan(&doc)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("%s %s: %w", rs.r.Kind, name, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get %s %s: %w", rs.r.Kind, name, err)
+	}
+	return rs.decode(doc)
 }
 
 // List returns a page of objects in q's order, from indexes (see
@@ -273,7 +303,7 @@ func (rs *Resources[T]) Update(ctx context.Context, uuid string, fn func(v *T) e
 		}
 		_, err = rs.s.exec(ctx, tx, "UPDATE "+rs.r.Table+" SET "+strings.Join(set, ", ")+" WHERE id = ?", append(vals, id)...)
 		if err != nil {
-			return rs.writeError(err, "update "+rs.r.Kind+" "+uuid)
+			return rs.writeError(err, "update "+rs.r.Kind+" "+uuid, ErrMissingReference)
 		}
 		out = v
 		return nil
@@ -287,7 +317,7 @@ func (rs *Resources[T]) Delete(ctx context.Context, uuid string) error {
 	return rs.s.writeTx(ctx, func(tx *sql.Tx) error {
 		r, err := rs.s.exec(ctx, tx, "DELETE FROM "+rs.r.Table+" WHERE uuid = ?", uuid)
 		if err != nil {
-			return rs.writeError(err, "delete "+rs.r.Kind+" "+uuid)
+			return rs.writeError(err, "delete "+rs.r.Kind+" "+uuid, ErrInUse)
 		}
 		return affectedOne(r, nil, "delete "+rs.r.Kind+" "+uuid, rs.r.Kind+" "+uuid)
 	})

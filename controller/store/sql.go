@@ -542,7 +542,7 @@ func (s *sqlStore) CreatePort(ctx context.Context, p *proto.Port) error {
 		}
 		_, err = s.exec(ctx, tx, "INSERT INTO ports (node_id, "+strings.Join(portColumns, ", ")+") VALUES (?, "+
 			placeholders(len(portColumns))+")", append([]any{nodeID}, vals...)...)
-		return s.mapPortError(err, "create port "+p.UUID, p.NodeUUID)
+		return s.mapPortError(err, "create port "+p.UUID, p.NodeUUID, p.PortgroupUUID)
 	})
 	if err != nil {
 		p.CreatedAt = prev
@@ -550,7 +550,11 @@ func (s *sqlStore) CreatePort(ctx context.Context, p *proto.Port) error {
 	return err
 }
 
-func (s *sqlStore) mapPortError(err error, doing, node string) error {
+func (s *sqlStore) mapPortError(err error, doing, node string, portgroup *string) error {
+	if err != nil && s.d.foreignKeyViolation(err) && portgroup != nil && *portgroup != "" {
+		// The node was found in this transaction: the port group is missing.
+		return fmt.Errorf("%s: port group %s: %w", doing, *portgroup, ErrMissingReference)
+	}
 	if err != nil && s.d.foreignKeyViolation(err) {
 		return fmt.Errorf("%s: node %s: %w", doing, node, ErrNotFound)
 	}
@@ -622,6 +626,10 @@ func (s *sqlStore) ListPorts(ctx context.Context, q PortQuery) ([]*proto.Port, e
 		where = append(where, "name = ?")
 		args = append(args, q.Name)
 	}
+	if q.PortgroupUUID != "" {
+		where = append(where, "portgroup_uuid = ?")
+		args = append(args, q.PortgroupUUID)
+	}
 	cols := "doc"
 	if q.Summary {
 		cols = "uuid, address"
@@ -685,7 +693,7 @@ func (s *sqlStore) UpdatePort(ctx context.Context, uuid string, fn func(p *proto
 		}
 		args := append(append([]any{nodeID}, vals...), id)
 		_, err = s.exec(ctx, tx, "UPDATE ports SET "+strings.Join(set, ", ")+" WHERE id = ?", args...)
-		if err := s.mapPortError(err, "update port "+uuid, p.NodeUUID); err != nil {
+		if err := s.mapPortError(err, "update port "+uuid, p.NodeUUID, p.PortgroupUUID); err != nil {
 			return err
 		}
 		out = p

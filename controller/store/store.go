@@ -188,6 +188,7 @@ type NodeQuery struct {
 // empty list. Name is an exact match on the port's unique name.
 type PortQuery struct {
 	NodeUUID, Address, Name string
+	PortgroupUUID           string // exact: the ports of one port group
 	Limit                   int
 	Marker                  string // port UUID
 	SortKey                 string // one of PortSortKeys; "" = insertion order
