@@ -93,6 +93,16 @@ type Config struct {
 	OnPowerOff func()
 	// Logger (default: discard).
 	Logger *slog.Logger
+	// URL, when set, is the agent's URL and no listener is started: the
+	// caller serves it by routing its requests to Agent.ServeHTTP, so that
+	// one listener can carry thousands of agents (test/fleet).
+	URL string
+	// HTTPClient talks to the controller (default: one of its own with a
+	// 10 s timeout); a fleet shares one transport among its agents.
+	HTTPClient *http.Client
+	// NoRecord keeps Requests empty: a long-running fleet agent would
+	// otherwise hold every request body it was sent.
+	NoRecord bool
 }
 
 // DefaultSteps are IPA's generic steps (clean: erase_devices_metadata 99,
@@ -184,7 +194,7 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 	a := &Agent{
 		cfg:      cfg,
 		log:      cfg.Logger,
-		hc:       &http.Client{Timeout: 10 * time.Second},
+		hc:       cfg.HTTPClient,
 		steps:    cfg.Steps,
 		force:    make(chan struct{}, 1),
 		stopCh:   make(chan struct{}),
@@ -194,17 +204,27 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
+	if a.hc == nil {
+		a.hc = &http.Client{Timeout: 10 * time.Second}
+	}
 	if a.steps == nil {
 		a.steps = DefaultSteps()
 	}
-	a.srv = httptest.NewUnstartedServer(http.HandlerFunc(a.serveHTTP))
-	if cfg.TLS {
-		a.srv.StartTLS()
-		a.caPEM = string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: a.srv.Certificate().Raw}))
-	} else {
-		a.srv.Start()
+	switch {
+	case cfg.URL != "" && cfg.TLS:
+		return nil, fmt.Errorf("fakeagent: TLS needs the agent's own listener (URL must be empty)")
+	case cfg.URL != "":
+		a.url = cfg.URL
+	default:
+		a.srv = httptest.NewUnstartedServer(http.HandlerFunc(a.ServeHTTP))
+		if cfg.TLS {
+			a.srv.StartTLS()
+			a.caPEM = string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: a.srv.Certificate().Raw}))
+		} else {
+			a.srv.Start()
+		}
+		a.url = a.srv.URL
 	}
-	a.url = a.srv.URL
 	a.wg.Add(2)
 	go func() {
 		defer a.wg.Done()
@@ -306,8 +326,10 @@ func (a *Agent) Stopped() <-chan struct{} { return a.stopCh }
 func (a *Agent) Stop() {
 	a.once.Do(func() {
 		close(a.stopCh)
-		a.srv.Close()
-		a.srv.CloseClientConnections()
+		if a.srv != nil {
+			a.srv.Close()
+			a.srv.CloseClientConnections()
+		}
 	})
 	a.wg.Wait()
 }
@@ -538,7 +560,10 @@ func (s *statusWriter) WriteHeader(code int) {
 	s.ResponseWriter.WriteHeader(code)
 }
 
-func (a *Agent) serveHTTP(w http.ResponseWriter, r *http.Request) {
+// ServeHTTP answers one request of the agent API (the controller's side of
+// the conversation). Start's listener routes here; with Config.URL the
+// caller does.
+func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(io.LimitReader(r.Body, 64<<20))
 	rec := Recorded{Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(), Token: r.URL.Query().Get("agent_token")}
 	if len(body) > 0 {
@@ -555,6 +580,9 @@ func (a *Agent) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	status, v := a.route(r, body)
 	writeJSON(sw, status, v)
 	rec.Status = sw.status
+	if a.cfg.NoRecord {
+		return
+	}
 	a.mu.Lock()
 	a.reqs = append(a.reqs, rec)
 	a.mu.Unlock()
