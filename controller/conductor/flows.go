@@ -184,6 +184,12 @@ func (f *flow) startInspection(ctx context.Context) error {
 			clearFlow(n)
 		})
 	}
+	// Forget an inventory of an earlier inspection before the machine boots:
+	// a fast one posts its own before the wait below is recorded, and the
+	// API accepts it while the node is inspecting.
+	if err := f.updateFlow(ctx, func(_ *proto.Node, s *flowstate.State) { s.InspectionPending = false }); err != nil {
+		return err
+	}
 	args := map[string]string{"ipa-inspection-callback-url": strings.TrimSuffix(f.c.cfg.APIURL, "/") + "/v1/continue_inspection"}
 	if err := f.startRamdisk(ctx, args); err != nil {
 		return f.fail(ctx, err.Error())
@@ -191,7 +197,6 @@ func (f *flow) startInspection(ctx context.Context) error {
 	return f.enterWait(ctx, func(n *proto.Node, s *flowstate.State) {
 		n.InspectionStartedAt = proto.Now()
 		n.InspectionFinishedAt = nil
-		s.InspectionPending = false
 	})
 }
 
