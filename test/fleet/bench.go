@@ -48,6 +48,9 @@ type BenchConfig struct {
 	KilnArgs []string
 	// Log receives progress lines (default discard).
 	Log io.Writer
+	// afterRun, when set, sees the fleet once the last phase is over
+	// (tests check the machines' side).
+	afterRun func(*Fleet)
 }
 
 // Phase is one step of the run.
@@ -209,6 +212,9 @@ func RunBench(ctx context.Context, cfg BenchConfig) (res *Result, err error) {
 	}
 	res.Total = time.Since(start)
 	res.Active = len(nodes)
+	if cfg.afterRun != nil {
+		cfg.afterRun(r.fleet)
+	}
 	res.Latency = r.fleet.Latencies().All()
 	res.Fleet = r.fleet.Counters()
 	for _, c := range r.ctls {

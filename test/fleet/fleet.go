@@ -52,11 +52,10 @@ type Config struct {
 	// command finishes, as the real one does.
 	HeartbeatInterval time.Duration
 	// BootDelay is how long a machine takes from power-on to asking for its
-	// iPXE script (firmware, POST); each boot takes 1 to 1.5 times it
-	// (default 1 s, negative for none). Real machines take minutes; a
-	// controller must not depend on that, but kiln does (see the package
-	// README: an inventory posted before the inspect wait is recorded is
-	// lost), so the default keeps a small margin.
+	// iPXE script (firmware, POST); each boot takes 1 to 1.5 times it.
+	// Default none: real machines take minutes, but a controller must not
+	// depend on that, and an agent that answers at once finds races (an
+	// inventory posted before the inspect wait was recorded used to be lost).
 	BootDelay time.Duration
 	// Personality of the BMCs (default generic).
 	Personality string
@@ -99,9 +98,6 @@ func Start(cfg Config) (*Fleet, error) {
 	}
 	if cfg.HeartbeatInterval <= 0 {
 		cfg.HeartbeatInterval = 20 * time.Second
-	}
-	if cfg.BootDelay == 0 {
-		cfg.BootDelay = time.Second
 	}
 	if cfg.Personality == "" {
 		cfg.Personality = "generic"
