@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -40,6 +41,9 @@ const (
 	DefaultVersion = "fakeagent-1.0"
 	// DefaultHeartbeatInterval applies when Config.HeartbeatInterval is 0.
 	DefaultHeartbeatInterval = 200 * time.Millisecond
+	// HeartbeatErrorInterval is the least wait before retrying a refused
+	// heartbeat (up to twice it, and never more than the interval).
+	HeartbeatErrorInterval = 5 * time.Second
 	// RootUUID is what standby.get_partition_uuids reports.
 	RootUUID = "0b7a0b2a-5a53-4c3f-9d51-3c1f0f1e2d3c"
 )
@@ -389,15 +393,21 @@ func (a *Agent) run() {
 			return
 		}
 	}
-	t := time.NewTicker(a.cfg.HeartbeatInterval)
-	defer t.Stop()
 	for {
-		a.heartbeat(ctx)
+		wait := a.cfg.HeartbeatInterval
+		if !a.heartbeat(ctx) {
+			// As kiln-agent: a refused heartbeat (409 while the node is
+			// locked, a controller gone) is retried 5–10 s later.
+			wait = min(wait, HeartbeatErrorInterval+time.Duration(rand.Int64N(int64(HeartbeatErrorInterval))))
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-a.stopCh:
+			t.Stop()
 			return
 		case <-t.C:
 		case <-a.force:
+			t.Stop()
 		}
 	}
 }
@@ -504,7 +514,8 @@ func (a *Agent) lookup(ctx context.Context) bool {
 	return true
 }
 
-func (a *Agent) heartbeat(ctx context.Context) {
+// heartbeat sends one heartbeat; false when the controller did not accept it.
+func (a *Agent) heartbeat(ctx context.Context) bool {
 	cb := a.cfg.CallbackURLOverride
 	if cb == "" {
 		cb = a.url
@@ -520,10 +531,11 @@ func (a *Agent) heartbeat(ctx context.Context) {
 		if !a.stopped() {
 			a.lastErr = err
 		}
-		return
+		return false
 	}
 	a.lastErr = nil
 	a.heartbeats++
+	return true
 }
 
 // ---------------------------------------------------------------------------
