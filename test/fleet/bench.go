@@ -33,8 +33,8 @@ type BenchConfig struct {
 	// Controllers is how many `kiln serve` run (default 1; several need
 	// Postgres). Behind a round-robin proxy when more than one.
 	Controllers int
-	// KillOne kills the second controller with SIGKILL once a third of the
-	// nodes are active in the deploy phase.
+	// KillOne kills the second controller with SIGKILL once a tenth of the
+	// nodes are active in the deploy phase (the rest on their way).
 	KillOne bool
 	// HeartbeatInterval of the agents (see Config; default 20 s).
 	HeartbeatInterval time.Duration
@@ -44,6 +44,10 @@ type BenchConfig struct {
 	// PhaseTimeout bounds each phase (default 30 min): nodes not done by
 	// then are reported stuck.
 	PhaseTimeout time.Duration
+	// StallTimeout ends a phase early when no node reached its target or
+	// failed for this long (default 3 min): the nodes still waiting are
+	// reported stuck and the run goes on with the others.
+	StallTimeout time.Duration
 	// KilnArgs are extra `kiln serve` flags.
 	KilnArgs []string
 	// Log receives progress lines (default discard).
@@ -89,6 +93,9 @@ type Result struct {
 	// Killed names the controller killed, and when.
 	Killed, KilledAt string
 	Fleet            Counters
+	// Interrupted: the run was stopped before the end; the last phase
+	// listed is partial.
+	Interrupted bool
 }
 
 type benchRun struct {
@@ -118,6 +125,9 @@ func RunBench(ctx context.Context, cfg BenchConfig) (res *Result, err error) {
 	}
 	if cfg.PhaseTimeout <= 0 {
 		cfg.PhaseTimeout = 30 * time.Minute
+	}
+	if cfg.StallTimeout <= 0 {
+		cfg.StallTimeout = 3 * time.Minute
 	}
 	if cfg.Log == nil {
 		cfg.Log = io.Discard
@@ -204,14 +214,16 @@ func RunBench(ctx context.Context, cfg BenchConfig) (res *Result, err error) {
 	}
 	for _, s := range steps {
 		if ctx.Err() != nil {
-			return res, ctx.Err()
+			break // interrupted: report what was measured
 		}
 		var ph Phase
 		nodes, ph = r.phase(ctx, s.name, s.verb, s.target, nodes, s.prep, res)
 		res.Phases = append(res.Phases, ph)
 	}
 	res.Total = time.Since(start)
-	res.Active = len(nodes)
+	if last := res.Phases[len(res.Phases)-1]; last.Name == "deploy" && ctx.Err() == nil {
+		res.Active = len(nodes)
+	}
 	if cfg.afterRun != nil {
 		cfg.afterRun(r.fleet)
 	}
@@ -221,6 +233,10 @@ func RunBench(ctx context.Context, cfg BenchConfig) (res *Result, err error) {
 		res.PeakRSS[c.name] = c.peakRSS()
 	}
 	res.DBBytes, err = r.dbSize(db)
+	if ctx.Err() != nil {
+		res.Interrupted = true
+		return res, ctx.Err()
+	}
 	return res, err
 }
 
@@ -380,6 +396,7 @@ func (r *benchRun) phase(ctx context.Context, name, verb, target string, uuids [
 		poll = 3 * time.Second
 	}
 	lastReport := time.Now()
+	lastProgress, lastDone := time.Now(), 0
 	for len(waiting) > 0 {
 		all, err := r.listNodes(ctx)
 		if err != nil {
@@ -417,7 +434,8 @@ func (r *benchRun) phase(ctx context.Context, name, verb, target string, uuids [
 				}
 			}
 		}
-		if r.cfg.KillOne && res.Killed == "" && name == "deploy" && len(reached)*3 >= len(uuids) {
+		killing := r.cfg.KillOne && res.Killed == "" && name == "deploy"
+		if killing && len(reached) >= max(1, len(uuids)/10) {
 			c := r.ctls[1]
 			c.kill()
 			res.Killed = c.name
@@ -427,7 +445,10 @@ func (r *benchRun) phase(ctx context.Context, name, verb, target string, uuids [
 		if len(waiting) == 0 || ctx.Err() != nil {
 			break
 		}
-		if time.Now().After(deadline) {
+		if done := len(reached) + ph.Failed + ph.Lost; done != lastDone {
+			lastDone, lastProgress = done, time.Now()
+		}
+		if time.Now().After(deadline) || time.Since(lastProgress) > r.cfg.StallTimeout {
 			ph.Stuck = len(waiting)
 			for u := range waiting {
 				if len(ph.Errors) < 8 {
@@ -442,9 +463,13 @@ func (r *benchRun) phase(ctx context.Context, name, verb, target string, uuids [
 			r.log("%s: %d %s, %d failed, %d waiting (%s)", name, len(reached), target, ph.Failed, len(waiting), time.Since(start).Round(time.Second))
 			lastReport = time.Now()
 		}
+		wait := poll
+		if killing {
+			wait = 250 * time.Millisecond // catch the moment to kill
+		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(poll):
+		case <-time.After(wait):
 		}
 	}
 	ph.Wall = time.Since(start)
@@ -509,7 +534,11 @@ func (res *Result) Print(w io.Writer) {
 		fmt.Fprintf(w, "%-8s %10s %8d %7d %6d %5d %10s %10s %8d\n", p.Name, p.Wall.Round(time.Millisecond), p.Reached, p.Failed, p.Stuck, p.Lost,
 			ms(p.Latency.P50), ms(p.Latency.P99), p.Latency.Count)
 	}
-	fmt.Fprintf(w, "enroll → active: %s, %d of %d nodes active\n", res.Total.Round(time.Millisecond), res.Active, res.N)
+	if res.Interrupted {
+		fmt.Fprintf(w, "interrupted %s after the start, during %s (its line is partial)\n", res.Total.Round(time.Millisecond), res.Phases[len(res.Phases)-1].Name)
+	} else {
+		fmt.Fprintf(w, "enroll → active: %s, %d of %d nodes active\n", res.Total.Round(time.Millisecond), res.Active, res.N)
+	}
 	fmt.Fprintf(w, "heartbeat → next command: p50 %s, p99 %s, max %s (%d samples)\n", ms(res.Latency.P50), ms(res.Latency.P99), ms(res.Latency.Max), res.Latency.Count)
 	names := make([]string, 0, len(res.PeakRSS))
 	for n := range res.PeakRSS {

@@ -171,8 +171,8 @@ func TestFleetSQLite(t *testing.T) {
 }
 
 // TestFleetPostgresKill is `make bench-fleet DB=postgres` at N=20: three
-// controllers, the second killed with SIGKILL a third of the way into the
-// deploy phase. No node may be lost or stuck; the survivors take over.
+// controllers, the second killed with SIGKILL once a tenth of the nodes are
+// active in the deploy phase. No node may be lost or stuck; the survivors take over.
 func TestFleetPostgresKill(t *testing.T) {
 	base, skip, err := pgtest.Server()
 	if err != nil {

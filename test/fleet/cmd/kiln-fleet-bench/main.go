@@ -35,12 +35,13 @@ func run() error {
 	n := flag.Int("n", 100, "machines")
 	db := flag.String("db", "sqlite", "database: sqlite (one controller) or postgres (KILN_TEST_POSTGRES_DSN, or a throwaway cluster when root with Debian's postgresql)")
 	controllers := flag.Int("controllers", 0, "controllers (default 1 on sqlite, 3 on postgres)")
-	kill := flag.Bool("kill", false, "kill -9 the second controller a third of the way into the deploy phase (needs two or more)")
+	kill := flag.Bool("kill", false, "kill -9 the second controller once a tenth of the nodes are active in the deploy phase (needs two or more)")
 	kiln := flag.String("kiln", "", "kiln binary (default: built from this tree)")
 	dir := flag.String("dir", "", "directory for the database, boot files and controller logs (default: a new temp dir, kept)")
 	hb := flag.Duration("heartbeat", 20*time.Second, "agents' periodic heartbeat interval (each picks 1–1.5×)")
 	clients := flag.Int("clients", 16, "API requests in flight at once")
 	timeout := flag.Duration("phase-timeout", 30*time.Minute, "longest a phase may take; nodes not done by then are stuck")
+	stall := flag.Duration("stall-timeout", 3*time.Minute, "end a phase when no node got anywhere for this long; the ones waiting are stuck")
 	extra := flag.String("kiln-args", "", "extra kiln serve flags, space separated")
 	flag.Parse()
 
@@ -60,7 +61,7 @@ func run() error {
 		*kiln = bin
 	}
 	cfg := fleet.BenchConfig{N: *n, KilnBin: *kiln, Dir: *dir, Controllers: *controllers, KillOne: *kill,
-		HeartbeatInterval: *hb, Clients: *clients, PhaseTimeout: *timeout, Log: os.Stderr, KilnArgs: strings.Fields(*extra)}
+		HeartbeatInterval: *hb, Clients: *clients, PhaseTimeout: *timeout, StallTimeout: *stall, Log: os.Stderr, KilnArgs: strings.Fields(*extra)}
 	switch *db {
 	case "sqlite":
 	case "postgres":
