@@ -88,8 +88,9 @@ type Result struct {
 	// PeakRSS of each controller (VmHWM), by name.
 	PeakRSS map[string]int64
 	// DBBytes is the database's size on disk at the end (SQLite: the file
-	// and its WAL; PostgreSQL: the schema's tables with indexes and TOAST).
-	DBBytes int64
+	// and its WAL; PostgreSQL: the schema's tables with indexes and TOAST);
+	// WALBytes is the SQLite WAL's share, which a checkpoint gives back.
+	DBBytes, WALBytes int64
 	// Killed names the controller killed, and when.
 	Killed, KilledAt string
 	Fleet            Counters
@@ -232,7 +233,7 @@ func RunBench(ctx context.Context, cfg BenchConfig) (res *Result, err error) {
 	for _, c := range r.ctls {
 		res.PeakRSS[c.name] = c.peakRSS()
 	}
-	res.DBBytes, err = r.dbSize(db)
+	res.DBBytes, res.WALBytes, err = r.dbSize(db)
 	if ctx.Err() != nil {
 		res.Interrupted = true
 		return res, ctx.Err()
@@ -505,25 +506,25 @@ func (r *benchRun) listNodes(ctx context.Context) ([]map[string]any, error) {
 	}
 }
 
-func (r *benchRun) dbSize(db string) (int64, error) {
+func (r *benchRun) dbSize(db string) (total, wal int64, err error) {
 	if r.cfg.Postgres == "" {
-		var total int64
-		for _, suffix := range []string{"", "-wal"} {
-			if st, err := os.Stat(db + suffix); err == nil {
-				total += st.Size()
-			}
+		if st, err := os.Stat(db); err == nil {
+			total = st.Size()
 		}
-		return total, nil
+		if st, err := os.Stat(db + "-wal"); err == nil {
+			wal = st.Size()
+		}
+		return total + wal, wal, nil
 	}
 	conn, err := sql.Open("pgx", r.cfg.Postgres)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer conn.Close()
 	var n sql.NullInt64
 	err = conn.QueryRow(`SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c
 		JOIN pg_namespace s ON s.oid = c.relnamespace WHERE s.nspname = $1 AND c.relkind = 'r'`, r.cfg.PostgresSchema).Scan(&n)
-	return n.Int64, err
+	return n.Int64, 0, err
 }
 
 // Print writes the result as the table `make bench-fleet` shows.
@@ -548,7 +549,11 @@ func (res *Result) Print(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(w, "peak RSS %s: %.1f MiB\n", n, float64(res.PeakRSS[n])/(1<<20))
 	}
-	fmt.Fprintf(w, "database size: %.1f MiB\n", float64(res.DBBytes)/(1<<20))
+	if res.WALBytes > 0 {
+		fmt.Fprintf(w, "database size: %.1f MiB (of which WAL %.1f MiB)\n", float64(res.DBBytes)/(1<<20), float64(res.WALBytes)/(1<<20))
+	} else {
+		fmt.Fprintf(w, "database size: %.1f MiB\n", float64(res.DBBytes)/(1<<20))
+	}
 	if res.Killed != "" {
 		fmt.Fprintf(w, "killed %s with SIGKILL during %s\n", res.Killed, res.KilledAt)
 	}
