@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -40,6 +41,9 @@ const (
 	DefaultVersion = "fakeagent-1.0"
 	// DefaultHeartbeatInterval applies when Config.HeartbeatInterval is 0.
 	DefaultHeartbeatInterval = 200 * time.Millisecond
+	// HeartbeatErrorInterval is the least wait before retrying a refused
+	// heartbeat (up to twice it, and never more than the interval).
+	HeartbeatErrorInterval = 5 * time.Second
 	// RootUUID is what standby.get_partition_uuids reports.
 	RootUUID = "0b7a0b2a-5a53-4c3f-9d51-3c1f0f1e2d3c"
 )
@@ -93,6 +97,16 @@ type Config struct {
 	OnPowerOff func()
 	// Logger (default: discard).
 	Logger *slog.Logger
+	// URL, when set, is the agent's URL and no listener is started: the
+	// caller serves it by routing its requests to Agent.ServeHTTP, so that
+	// one listener can carry thousands of agents (test/fleet).
+	URL string
+	// HTTPClient talks to the controller (default: one of its own with a
+	// 10 s timeout); a fleet shares one transport among its agents.
+	HTTPClient *http.Client
+	// NoRecord keeps Requests empty: a long-running fleet agent would
+	// otherwise hold every request body it was sent.
+	NoRecord bool
 }
 
 // DefaultSteps are IPA's generic steps (clean: erase_devices_metadata 99,
@@ -184,7 +198,7 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 	a := &Agent{
 		cfg:      cfg,
 		log:      cfg.Logger,
-		hc:       &http.Client{Timeout: 10 * time.Second},
+		hc:       cfg.HTTPClient,
 		steps:    cfg.Steps,
 		force:    make(chan struct{}, 1),
 		stopCh:   make(chan struct{}),
@@ -194,17 +208,27 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
+	if a.hc == nil {
+		a.hc = &http.Client{Timeout: 10 * time.Second}
+	}
 	if a.steps == nil {
 		a.steps = DefaultSteps()
 	}
-	a.srv = httptest.NewUnstartedServer(http.HandlerFunc(a.serveHTTP))
-	if cfg.TLS {
-		a.srv.StartTLS()
-		a.caPEM = string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: a.srv.Certificate().Raw}))
-	} else {
-		a.srv.Start()
+	switch {
+	case cfg.URL != "" && cfg.TLS:
+		return nil, fmt.Errorf("fakeagent: TLS needs the agent's own listener (URL must be empty)")
+	case cfg.URL != "":
+		a.url = cfg.URL
+	default:
+		a.srv = httptest.NewUnstartedServer(http.HandlerFunc(a.ServeHTTP))
+		if cfg.TLS {
+			a.srv.StartTLS()
+			a.caPEM = string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: a.srv.Certificate().Raw}))
+		} else {
+			a.srv.Start()
+		}
+		a.url = a.srv.URL
 	}
-	a.url = a.srv.URL
 	a.wg.Add(2)
 	go func() {
 		defer a.wg.Done()
@@ -306,8 +330,10 @@ func (a *Agent) Stopped() <-chan struct{} { return a.stopCh }
 func (a *Agent) Stop() {
 	a.once.Do(func() {
 		close(a.stopCh)
-		a.srv.Close()
-		a.srv.CloseClientConnections()
+		if a.srv != nil {
+			a.srv.Close()
+			a.srv.CloseClientConnections()
+		}
 	})
 	a.wg.Wait()
 }
@@ -367,15 +393,21 @@ func (a *Agent) run() {
 			return
 		}
 	}
-	t := time.NewTicker(a.cfg.HeartbeatInterval)
-	defer t.Stop()
 	for {
-		a.heartbeat(ctx)
+		wait := a.cfg.HeartbeatInterval
+		if !a.heartbeat(ctx) {
+			// As kiln-agent: a refused heartbeat (409 while the node is
+			// locked, a controller gone) is retried 5–10 s later.
+			wait = min(wait, HeartbeatErrorInterval+time.Duration(rand.Int64N(int64(HeartbeatErrorInterval))))
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-a.stopCh:
+			t.Stop()
 			return
 		case <-t.C:
 		case <-a.force:
+			t.Stop()
 		}
 	}
 }
@@ -482,7 +514,8 @@ func (a *Agent) lookup(ctx context.Context) bool {
 	return true
 }
 
-func (a *Agent) heartbeat(ctx context.Context) {
+// heartbeat sends one heartbeat; false when the controller did not accept it.
+func (a *Agent) heartbeat(ctx context.Context) bool {
 	cb := a.cfg.CallbackURLOverride
 	if cb == "" {
 		cb = a.url
@@ -498,10 +531,11 @@ func (a *Agent) heartbeat(ctx context.Context) {
 		if !a.stopped() {
 			a.lastErr = err
 		}
-		return
+		return false
 	}
 	a.lastErr = nil
 	a.heartbeats++
+	return true
 }
 
 // ---------------------------------------------------------------------------
@@ -538,7 +572,10 @@ func (s *statusWriter) WriteHeader(code int) {
 	s.ResponseWriter.WriteHeader(code)
 }
 
-func (a *Agent) serveHTTP(w http.ResponseWriter, r *http.Request) {
+// ServeHTTP answers one request of the agent API (the controller's side of
+// the conversation). Start's listener routes here; with Config.URL the
+// caller does.
+func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(io.LimitReader(r.Body, 64<<20))
 	rec := Recorded{Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(), Token: r.URL.Query().Get("agent_token")}
 	if len(body) > 0 {
@@ -555,6 +592,9 @@ func (a *Agent) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	status, v := a.route(r, body)
 	writeJSON(sw, status, v)
 	rec.Status = sw.status
+	if a.cfg.NoRecord {
+		return
+	}
 	a.mu.Lock()
 	a.reqs = append(a.reqs, rec)
 	a.mu.Unlock()

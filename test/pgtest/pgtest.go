@@ -62,8 +62,11 @@ func asPostgres(cmd *exec.Cmd) {
 	cmd.Env = append(os.Environ(), "LC_ALL=C")
 }
 
-// postgresBase returns the base DSN of a usable PostgreSQL, or skips t.
-func postgresBase(t testing.TB) string {
+// Server returns the base DSN of the PostgreSQL this package uses
+// (KILN_TEST_POSTGRES_DSN, else a throwaway cluster it starts once and Stop
+// stops), or why there is none (dsn and err empty), for programs that are
+// not tests (test/fleet's benchmark).
+func Server() (dsn, skip string, err error) {
 	pg.once.Do(func() {
 		if dsn := os.Getenv("KILN_TEST_POSTGRES_DSN"); dsn != "" {
 			pg.dsn = dsn
@@ -71,6 +74,12 @@ func postgresBase(t testing.TB) string {
 		}
 		pg.dsn, pg.skip, pg.err = startTestCluster()
 	})
+	return pg.dsn, pg.skip, pg.err
+}
+
+// postgresBase returns the base DSN of a usable PostgreSQL, or skips t.
+func postgresBase(t testing.TB) string {
+	Server()
 	if pg.err != nil {
 		// The tools are there, so this is a failure, not a reason to skip.
 		t.Fatalf("start a test PostgreSQL: %v", pg.err)
@@ -147,33 +156,46 @@ func freePort() int {
 // DSN gives t an empty schema of its own and a DSN whose
 // search_path points at it.
 func DSN(t testing.TB) string {
-	base := postgresBase(t)
-	db, err := sql.Open("pgx", base)
+	dsn, _, drop, err := NewSchema(postgresBase(t))
 	if err != nil {
 		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := drop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return dsn
+}
+
+// NewSchema creates an empty schema in the database of base and returns a
+// DSN whose search_path points at it, its name, and a function dropping it.
+func NewSchema(base string) (dsn, schema string, drop func() error, err error) {
+	db, err := sql.Open("pgx", base)
+	if err != nil {
+		return "", "", nil, err
 	}
 	defer db.Close()
 	b := make([]byte, 6)
 	rand.Read(b)
-	schema := "kiln_test_" + hex.EncodeToString(b)
-	ctx := context.Background()
-	if _, err := db.ExecContext(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatalf("create test schema: %v", err)
+	schema = "kiln_test_" + hex.EncodeToString(b)
+	if _, err := db.ExecContext(context.Background(), "CREATE SCHEMA "+schema); err != nil {
+		return "", "", nil, fmt.Errorf("create test schema: %w", err)
 	}
-	t.Cleanup(func() {
+	drop = func() error {
 		db, err := sql.Open("pgx", base)
 		if err != nil {
-			t.Error(err)
-			return
+			return err
 		}
 		defer db.Close()
 		if _, err := db.ExecContext(context.Background(), "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Errorf("drop test schema: %v", err)
+			return fmt.Errorf("drop test schema: %w", err)
 		}
-	})
+		return nil
+	}
 	sep := "?"
 	if strings.Contains(base, "?") {
 		sep = "&"
 	}
-	return base + sep + "search_path=" + schema
+	return base + sep + "search_path=" + schema, schema, drop, nil
 }

@@ -122,11 +122,14 @@ func inspected(in Input, ev Inspected) []Action {
 	}
 	args := map[string]string{"ipa-inspection-callback-url": strings.TrimSuffix(in.Config.APIURL, "/") + "/v1/continue_inspection"}
 	now := proto.Time{Time: in.Now.UTC()}
-	return bootRamdiskThenWait(in, args, func(n *proto.Node, s *flowstate.State) {
+	// Forget an inventory of an earlier inspection before the machine
+	// boots: a fast agent posts its own before the wait is recorded, and
+	// the API accepts it while the node is inspecting.
+	forget := Update{Flow: func(s *flowstate.State) { s.InspectionPending = false }}
+	return append([]Action{forget}, bootRamdiskThenWait(in, args, func(n *proto.Node, s *flowstate.State) {
 		n.InspectionStartedAt = &now
 		n.InspectionFinishedAt = nil
-		s.InspectionPending = false
-	})
+	})...)
 }
 
 // inventoryRead applies the inventory the agent delivered: ports for its
