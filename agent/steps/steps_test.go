@@ -154,4 +154,3 @@ func TestFuncManager(t *testing.T) {
 	}()
 	m.Add(st("erase_devices_metadata", 1), nil, proto.StepClean)
 }
-
