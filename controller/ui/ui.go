@@ -27,8 +27,9 @@ const Prefix = "/ui/"
 // maxMinor is the microversion whose verbs the console offers.
 const maxMinor = 95
 
-// Handler serves the console under Prefix.
-func Handler() http.Handler {
+// Handler serves the console under Prefix; health feeds its health page
+// (nil: the page says it has no data).
+func Handler(health *HealthSampler) http.Handler {
 	files, _ := fs.Sub(static, "static")
 	fileServer := http.StripPrefix(Prefix+"static/", http.FileServer(http.FS(files)))
 	index, _ := fs.ReadFile(files, "index.html")
@@ -45,6 +46,14 @@ func Handler() http.Handler {
 	mux.HandleFunc("GET "+Prefix+"api/session", func(w http.ResponseWriter, r *http.Request) {
 		headers(w, "application/json")
 		_ = json.NewEncoder(w).Encode(session(r))
+	})
+	mux.HandleFunc("GET "+Prefix+"api/health", func(w http.ResponseWriter, r *http.Request) {
+		headers(w, "application/json")
+		if health == nil {
+			http.Error(w, `{"error":"no metrics registry"}`, http.StatusServiceUnavailable)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(health.Health())
 	})
 	mux.HandleFunc("GET "+Prefix+"api/actions", func(w http.ResponseWriter, r *http.Request) {
 		headers(w, "application/json")

@@ -188,7 +188,49 @@ func TestConsole(t *testing.T) {
 	if !strings.Contains(page, "******") {
 		t.Error("the node's fields are not shown (no masked password in the page)")
 	}
-	screenshot(t, ctx, "console-node.png")
+	screenshot(t, ctx, "console-node-manageable.png")
+
+	// A node mid-deploy: the direct deploy interface waits for an agent
+	// that fake-hardware never boots, so the node stays in wait call-back.
+	admin := &http.Client{Transport: authTransport{basic("admin", "admin-pw")}}
+	mid := js[string](t, ctx, `document.querySelector("#fleet tbody tr:nth-child(4)").dataset.uuid`)
+	for _, c := range []struct {
+		method, path string
+		body         any
+		code         int
+	}{
+		{"PATCH", "/v1/nodes/" + mid, []map[string]any{{"op": "replace", "path": "/deploy_interface", "value": "direct"},
+			{"op": "add", "path": "/automated_clean", "value": false},
+			{"op": "add", "path": "/instance_info/image_source", "value": "http://images.example/ubuntu.qcow2"},
+			{"op": "add", "path": "/instance_info/image_checksum", "value": strings.Repeat("ab", 32)}}, 200},
+		{"PUT", "/v1/nodes/" + mid + "/states/provision", map[string]any{"target": "manage"}, 202},
+	} {
+		if code, doc, err := kilnproc.CallJSON(admin, p.URL, c.method, c.path, c.body); err != nil || code != c.code {
+			t.Fatalf("%s %s: %d %v %v", c.method, c.path, code, doc, err)
+		}
+	}
+	for _, step := range []struct{ verb, state string }{{"provide", "available"}, {"deploy", "wait call-back"}} {
+		poll(t, ctx, `(async () => (await (await fetch("/v1/nodes/`+mid+`", {headers: {"X-OpenStack-Ironic-API-Version": "1.95"}})).json()).target_provision_state === null)()`)
+		if code, doc, err := kilnproc.CallJSON(admin, p.URL, "PUT", "/v1/nodes/"+mid+"/states/provision", map[string]any{"target": step.verb}); err != nil || code != 202 {
+			t.Fatalf("%s: %d %v %v", step.verb, code, doc, err)
+		}
+		poll(t, ctx, `[...document.querySelectorAll("#fleet tbody tr")].some(tr => tr.dataset.uuid === "`+mid+`" && tr.children[2].textContent.startsWith("`+step.state+`"))`)
+	}
+	js[bool](t, ctx, `location.hash = "#/node/`+mid+`", true`)
+	poll(t, ctx, `document.getElementById("node-title").textContent.includes("wait call-back → active") && document.querySelectorAll("#node-history li").length >= 4`)
+	screenshot(t, ctx, "console-node-deploying.png")
+
+	// The health page: nodes by state, drawn from the controller's metrics.
+	js[bool](t, ctx, `location.hash = "#/health", true`)
+	poll(t, ctx, `document.getElementById("health-view").dataset.loaded === "true"`)
+	legend := js[string](t, ctx, `document.getElementById("health-legend").textContent`)
+	if !strings.Contains(legend, "manageable 3") || !strings.Contains(legend, "enroll 2") || !strings.Contains(legend, "wait call-back 1") {
+		t.Errorf("health legend %q: want manageable 3, enroll 2, wait call-back 1", legend)
+	}
+	if n := js[int](t, ctx, `document.querySelectorAll("#health-states polyline").length`); n < 3 {
+		t.Errorf("%d state lines drawn, want one per state (3)", n)
+	}
+	screenshot(t, ctx, "console-health.png")
 
 	// Enrollment: one bad entry among good ones gets its own error.
 	open(t, ctx, p.URL+"/ui/#/enroll")

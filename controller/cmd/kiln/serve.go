@@ -206,7 +206,13 @@ func serve(ctx context.Context, o serveOptions) error {
 		AgentHeartbeatTimeout: o.agentHeartbeatTimeout, Events: bus, AgentLimit: ratelimit.New(o.agentLimit),
 		BodyLimits: o.bodyLimits, Discovery: discovery})
 	apiServer.Echo().Use(met.Middleware())
-	apiServer.Echo().GET("/ui/*", echo.WrapHandler(ui.Handler()))
+	// The console's health page: node counts sampled every minute, six
+	// hours kept.
+	health := ui.NewHealthSampler(reg, 360)
+	healthCtx, stopHealth := context.WithCancel(context.Background())
+	defer stopHealth()
+	go health.Run(healthCtx, time.Minute)
+	apiServer.Echo().GET("/ui/*", echo.WrapHandler(ui.Handler(health)))
 	apiServer.Echo().GET("/ui", echo.WrapHandler(http.HandlerFunc(ui.Redirect)))
 	if err := mountBoot(apiServer, wst, o, log); err != nil {
 		return err

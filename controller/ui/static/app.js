@@ -14,6 +14,8 @@ const el = (tag, attrs = {}, ...kids) => {
   for (const [k, v] of Object.entries(attrs)) {
     if (k === "text") e.textContent = v;
     else if (k === "class") e.className = v;
+    // Through the CSSOM: the page's CSP refuses inline style attributes.
+    else if (k === "style") e.style.cssText = v;
     else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
     else e.setAttribute(k, v);
   }
@@ -341,12 +343,67 @@ function showResults(rs) {
     text: r.error ? `${r.name}: ${r.error}` : `${r.name}: enrolled (${r.uuid})` })));
 }
 
+const SVG = "http://www.w3.org/2000/svg";
+const svgEl = (tag, attrs) => {
+  const e = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, String(v));
+  return e;
+};
+const COLORS = ["#1565c0", "#2e7d32", "#b00020", "#ef6c00", "#6a1b9a", "#00838f", "#5d4037", "#9e9d24"];
+
+function seconds(s) {
+  if (s < 1) return `${(s * 1000).toFixed(0)} ms`;
+  if (s < 120) return `${s.toFixed(1)} s`;
+  return `${(s / 60).toFixed(1)} min`;
+}
+
+// showHealth draws the health page from /ui/api/health.
+async function showHealth() {
+  const h = await fetch("/ui/api/health").then((r) => r.json()).catch(() => null);
+  if (!h) return;
+  // Nodes by state: one line per state (the eight largest now).
+  const svg = $("health-states");
+  svg.replaceChildren();
+  const W = 560, H = 220, pad = 30;
+  const last = h.states[h.states.length - 1] || { counts: {} };
+  const states = Object.keys(last.counts).sort((a, b) => last.counts[b] - last.counts[a]).slice(0, 8);
+  const t0 = Date.parse(h.states[0].time), t1 = Date.parse(last.time);
+  const max = Math.max(1, ...h.states.flatMap((s) => states.map((k) => s.counts[k] || 0)));
+  const x = (t) => pad + (t1 > t0 ? (W - 2 * pad) * (t - t0) / (t1 - t0) : W - 2 * pad);
+  const y = (v) => H - pad - (H - 2 * pad) * v / max;
+  svg.append(svgEl("line", { x1: pad, y1: H - pad, x2: W - pad, y2: H - pad, stroke: "#999" }),
+    svgEl("line", { x1: pad, y1: pad, x2: pad, y2: H - pad, stroke: "#999" }));
+  const label = svgEl("text", { x: 2, y: pad, "font-size": 10 });
+  label.textContent = String(max);
+  svg.append(label);
+  states.forEach((st, i) => {
+    const pts = h.states.map((s) => `${x(Date.parse(s.time)).toFixed(1)},${y(s.counts[st] || 0).toFixed(1)}`).join(" ");
+    const line = svgEl("polyline", { points: pts, fill: "none", stroke: COLORS[i % COLORS.length], "stroke-width": 2, "data-state": st });
+    svg.append(line);
+    if (h.states.length === 1) svg.append(svgEl("circle", { cx: x(t1), cy: y(last.counts[st]), r: 3, fill: COLORS[i % COLORS.length] }));
+  });
+  $("health-legend").replaceChildren(...states.map((st, i) => el("li", {},
+    el("span", { style: `background:${COLORS[i % COLORS.length]}` }), `${st} ${last.counts[st]}`)));
+  $("health-steps").tBodies[0].replaceChildren(...(h.steps.length ? h.steps.map((s) => el("tr", {},
+    el("td", { text: s.step }), el("td", { text: String(s.count) }), el("td", { text: seconds(s.p50_seconds) }), el("td", { text: seconds(s.p99_seconds) })))
+    : [el("tr", {}, el("td", { colspan: "4", text: "no step has run since the controller started" }))]));
+  const hb = h.heartbeats;
+  $("health-heartbeats").textContent = hb.agents ? `${hb.agents} running agents; last heartbeat median ${seconds(hb.median_seconds)} ago, oldest ${seconds(hb.max_seconds)}` : "no agent is running";
+  $("health-bmc").tBodies[0].replaceChildren(...(h.bmc.length ? h.bmc.map((b) => el("tr", { class: b.errors > 0 ? "error" : "" },
+    el("td", { text: b.driver }), el("td", { text: String(b.requests) }), el("td", { text: String(b.errors) }),
+    el("td", { text: b.recent_error_rate < 0 ? "no requests" : `${(100 * b.recent_error_rate).toFixed(1)} %` })))
+    : [el("tr", {}, el("td", { colspan: "4", text: "no BMC request since the controller started" }))]));
+  document.getElementById("health-view").dataset.loaded = "true";
+}
+
 function route() {
   const h = location.hash;
   $("fleet-view").hidden = !(h === "" || h === "#/" || h === "#");
   $("node-view").hidden = !h.startsWith("#/node/");
   $("enroll-view").hidden = h !== "#/enroll";
+  $("health-view").hidden = h !== "#/health";
   if (h.startsWith("#/node/")) showNode(h.slice(7));
+  if (h === "#/health") showHealth();
 }
 
 async function main() {
