@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"slices"
@@ -365,7 +366,11 @@ func (s *Server) deleteNode(c echo.Context) error {
 // history records an event in the node's history; a failure is logged, never
 // fatal to the request that caused it.
 func (s *Server) history(c echo.Context, nodeUUID, severity, event string) {
-	err := s.store.AddHistory(c.Request().Context(), nodeUUID, proto.HistoryEvent{
+	// The change it records is made: a client that hangs up now must not
+	// cancel its history event.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), 30*time.Second)
+	defer cancel()
+	err := s.store.AddHistory(ctx, nodeUUID, proto.HistoryEvent{
 		Severity: severity, Event: secrets.Scrub(event), EventType: "api", Conductor: s.conductor,
 	})
 	if err != nil {
