@@ -54,6 +54,14 @@ type QEMUConfig struct {
 	// HostFwd are slirp hostfwd= rules, e.g. "tcp:127.0.0.1:19999-:9999",
 	// so the host reaches a service in the guest (the agent's API).
 	HostFwd []string
+	// Tap, when set, puts the NIC on that existing tap device
+	// (-netdev tap,ifname=…) instead of QEMU's user networking, so that the
+	// guest's DHCP, TFTP and HTTP come from whatever answers on the tap's
+	// bridge; TFTPDir, BootFile and HostFwd must then be empty.
+	Tap string
+	// NetNS runs QEMU in that named network namespace (ip netns exec), the
+	// one that holds Tap.
+	NetNS string
 	// NICROMFile sets the NIC's romfile=: nil keeps QEMU's default iPXE ROM,
 	// a pointer to "" removes the option ROM (for OVMF's native PXE/HTTP boot).
 	NICROMFile *string
@@ -119,6 +127,14 @@ func NewQEMU(cfg QEMUConfig) (*QEMU, error) {
 	}
 	if cfg.Accel == "" {
 		cfg.Accel = "tcg"
+	}
+	if cfg.Tap != "" && (cfg.TFTPDir != "" || cfg.BootFile != "" || len(cfg.HostFwd) > 0) {
+		return nil, errors.New("qemu backend: TFTPDir, BootFile and HostFwd are user-networking options; a Tap NIC takes none")
+	}
+	if cfg.NetNS != "" {
+		if _, err := exec.LookPath("ip"); err != nil {
+			return nil, fmt.Errorf("qemu backend: NetNS needs ip (iproute2): %w", err)
+		}
 	}
 	if cfg.MemoryMiB == 0 {
 		cfg.MemoryMiB = 1024
@@ -493,6 +509,9 @@ func (q *QEMU) args(target, iso string) ([]string, []string) {
 		switch dev {
 		case "nic":
 			netdev := "user,id=n0"
+			if c.Tap != "" {
+				netdev = "tap,id=n0,ifname=" + c.Tap + ",script=no,downscript=no"
+			}
 			if c.TFTPDir != "" {
 				netdev += ",tftp=" + c.TFTPDir
 			}
@@ -526,6 +545,16 @@ func (q *QEMU) args(target, iso string) ([]string, []string) {
 	return append(a, c.ExtraArgs...), order
 }
 
+// argv is the command that runs QEMU with args: in the configured network
+// namespace, if any, where ip execs QEMU in place (the pid and process
+// group stay QEMU's, so stop's SIGKILL reaches it).
+func (q *QEMU) argv(args []string) []string {
+	if q.cfg.NetNS != "" {
+		return append([]string{"ip", "netns", "exec", q.cfg.NetNS, q.cfg.Binary}, args...)
+	}
+	return append([]string{q.cfg.Binary}, args...)
+}
+
 // startLocked starts a QEMU process for one power-on. Called with q.mu held.
 func (q *QEMU) startLocked() error {
 	target := q.boot.EffectiveTarget()
@@ -553,7 +582,8 @@ func (q *QEMU) startLocked() error {
 	if err != nil {
 		return fmt.Errorf("open QEMU log: %w", err)
 	}
-	cmd := exec.Command(q.cfg.Binary, args...)
+	argv := q.argv(args)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = qlog, qlog
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

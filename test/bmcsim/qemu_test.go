@@ -51,6 +51,40 @@ func TestQEMUArgs(t *testing.T) {
 	}
 }
 
+// TestQEMUTapNIC: a Tap NIC replaces user networking, and QEMU runs in
+// the tap's namespace; user-networking options with a tap are refused.
+func TestQEMUTapNIC(t *testing.T) {
+	q := &QEMU{cfg: QEMUConfig{Dir: "/vm/x", Binary: "qemu-system-x86_64", Accel: "tcg", CPUs: 2, MemoryMiB: 1024,
+		MAC: "52:54:00:00:00:02", Tap: "tap0", NetNS: "lab1"}, inv: Inventory{UUID: "u", SerialNumber: "s"}}
+	args, _ := q.args(TargetPxe, "")
+	line := strings.Join(args, " ")
+	if !strings.Contains(line, "-netdev tap,id=n0,ifname=tap0,script=no,downscript=no -device virtio-net-pci,netdev=n0,id=nic0,mac=52:54:00:00:00:02,bootindex=1") {
+		t.Errorf("no tap NIC: %s", line)
+	}
+	if strings.Contains(line, "user,") {
+		t.Errorf("user networking with a tap: %s", line)
+	}
+	argv := q.argv(args)
+	if want := []string{"ip", "netns", "exec", "lab1", "qemu-system-x86_64", "-name"}; !slices.Equal(argv[:len(want)], want) {
+		t.Errorf("argv starts %q, want %q", argv[:len(want)], want)
+	}
+	q.cfg.NetNS = ""
+	if argv := q.argv(args); argv[0] != "qemu-system-x86_64" || len(argv) != len(args)+1 {
+		t.Errorf("argv without a namespace: %q", argv)
+	}
+	testtool.Need(t, "qemu-system-x86_64") // NewQEMU looks the binary up first
+	for _, c := range []QEMUConfig{
+		{Tap: "tap0", BootFile: "http://10.0.2.2/boot.ipxe"},
+		{Tap: "tap0", TFTPDir: "/tftp"},
+		{Tap: "tap0", HostFwd: []string{"tcp:127.0.0.1:1-:9999"}},
+	} {
+		c.Dir = t.TempDir()
+		if _, err := NewQEMU(c); err == nil || !strings.Contains(err.Error(), "Tap") {
+			t.Errorf("NewQEMU(%+v) = %v, want an error naming Tap", c, err)
+		}
+	}
+}
+
 func itoa(i int) string { return string(rune('0' + i)) }
 
 // segment returns the serial output of power-on n (1-based), using the
