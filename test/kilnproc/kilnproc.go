@@ -88,15 +88,26 @@ func Start(t testing.TB, bin, db string, extra ...string) *Proc {
 // crash keeps the URL its agents were booted with.
 func StartAddr(t testing.TB, bin, db, addr string, extra ...string) *Proc {
 	t.Helper()
+	return start(t, nil, http.DefaultClient, bin, db, addr, extra...)
+}
+
+// StartIn is StartAddr in the named network namespace (ip netns exec);
+// client must reach addr there (see netnstest.DialContext).
+func StartIn(t testing.TB, netns string, client *http.Client, bin, db, addr string, extra ...string) *Proc {
+	t.Helper()
+	return start(t, []string{"ip", "netns", "exec", netns}, client, bin, db, addr, extra...)
+}
+
+func start(t testing.TB, wrap []string, ready *http.Client, bin, db, addr string, extra ...string) *Proc {
+	t.Helper()
 	p := &Proc{t: t, URL: "http://" + addr, done: make(chan struct{})}
-	ready := http.DefaultClient
 	if slices.Contains(extra, "--tls-cert") {
 		// Readiness only: the tests check certificates themselves.
 		p.URL = "https://" + addr
 		ready = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	}
-	args := append([]string{"serve", "--listen", addr, "--db", db}, extra...)
-	p.cmd = exec.Command(bin, args...)
+	args := append(append(wrap, bin, "serve", "--listen", addr, "--db", db), extra...)
+	p.cmd = exec.Command(args[0], args[1:]...)
 	p.cmd.Stdout, p.cmd.Stderr = p, p
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

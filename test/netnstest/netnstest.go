@@ -5,7 +5,9 @@
 package netnstest
 
 import (
+	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -91,5 +93,50 @@ func In(t testing.TB, name string, fn func()) {
 	}()
 	if err := <-errc; err != nil {
 		t.Fatalf("enter namespace %s: %v", name, err)
+	}
+}
+
+// Listen opens a TCP listener on addr inside the named namespace, for a
+// server of the test process that programs in the namespace must reach.
+func Listen(t testing.TB, name, addr string) net.Listener {
+	t.Helper()
+	var ln net.Listener
+	var err error
+	In(t, name, func() { ln, err = net.Listen("tcp", addr) })
+	if err != nil {
+		t.Fatalf("listen on %s in namespace %s: %v", addr, name, err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln
+}
+
+// DialContext dials from inside the named namespace, as an http.Transport's
+// DialContext: the test process reaches a server that listens only there.
+// Each dial runs on its own OS thread, thrown away afterwards.
+func DialContext(name string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		type result struct {
+			c   net.Conn
+			err error
+		}
+		res := make(chan result, 1)
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
+			h, err := netns.GetFromName(name)
+			if err != nil {
+				res <- result{err: err}
+				return
+			}
+			defer h.Close()
+			if err := netns.Set(h); err != nil {
+				res <- result{err: err}
+				return
+			}
+			var d net.Dialer
+			c, err := d.DialContext(ctx, network, addr)
+			res <- result{c, err}
+		}()
+		r := <-res
+		return r.c, r.err
 	}
 }
