@@ -489,3 +489,44 @@ func BenchmarkLeases(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "leases/s")
 }
+
+// TestRateLimitOnTheWire: a MAC that sends more than its burst gets no
+// answer (the server's observer sees the drop, no timeout waited out),
+// while another MAC is still answered. The refill interval is an hour, so
+// no token comes back while the test runs, however slow the machine.
+func TestRateLimitOnTheWire(t *testing.T) {
+	seg := newSegment(t, "10.77.0.1/24")
+	s := startServer(t, seg, ServerConfig{Config: Config{Mode: ModeProxy}, RateBurst: 2, RateInterval: time.Hour})
+	ctx := context.Background()
+	flood := hw(1)
+	var c *nclient4.Client
+	var err error
+	inNS(t, seg.CliNS, func() { c, err = nclient4.New(seg.CliIf, nclient4.WithHWAddr(flood), nclient4.WithRetry(1)) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		disc, err := dhcpv4.NewDiscovery(flood, with(pxe(0), dhcpv4.WithBroadcast(true))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go c.SendAndRead(ctx, &net.UDPAddr{IP: net.IPv4bcast, Port: 67}, disc, nil) //nolint:errcheck // answers are counted by the observer
+	}
+	answered := 0
+	for _, r := range s.obs.waitHandled(t, flood.String(), 3) {
+		if r != nil {
+			answered++
+		}
+	}
+	c.Close() // its reads end; the next client has the link to itself
+	if answered != 2 {
+		t.Fatalf("%d of 3 requests from %s answered, want the burst of 2", answered, flood)
+	}
+	offer, err := newClient(t, seg, hw(2)).DiscoverOffer(ctx, pxe(0)...)
+	if err != nil {
+		t.Fatalf("another MAC was not answered while %s was limited: %v", flood, err)
+	}
+	if offer.BootFileName != "undionly.kpxe" {
+		t.Fatalf("offer to %s names %q, want undionly.kpxe", hw(2), offer.BootFileName)
+	}
+}
