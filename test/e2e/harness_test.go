@@ -137,7 +137,12 @@ func newImageServer(t *testing.T) *imageServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &imageServer{URL: "http://10.0.2.2:" + portOf(ln.Addr().String()), HostURL: "http://" + ln.Addr().String()}
+	return serveImages(t, ln, "http://10.0.2.2:"+portOf(ln.Addr().String()))
+}
+
+// serveImages is the image server on ln, which guests reach at guestURL.
+func serveImages(t *testing.T, ln net.Listener, guestURL string) *imageServer {
+	s := &imageServer{URL: guestURL, HostURL: "http://" + ln.Addr().String()}
 	fs := http.FileServer(http.Dir(imageDir))
 	s.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -225,6 +230,9 @@ type lab struct {
 	// secure (labOpts.secure): kiln serve's extra flags, and the client
 	// and credentials the API is called with.
 	secure *secureAPI
+	// client, when set, calls the API (a controller in a network
+	// namespace: dhcp_test.go).
+	client *http.Client
 }
 
 type labOpts struct {
@@ -328,6 +336,9 @@ func (l *lab) api(method, path string, body any, out any) int {
 	req.Header.Set("X-OpenStack-Ironic-API-Version", "1.95")
 	req.Header.Set("Content-Type", "application/json")
 	hc := http.DefaultClient
+	if l.client != nil {
+		hc = l.client
+	}
 	if l.secure != nil {
 		hc = l.secure.client
 		req.SetBasicAuth(l.secure.user, l.secure.password)
