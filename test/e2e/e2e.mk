@@ -3,9 +3,11 @@
 #
 #   make e2e    builds the agent kernel + initramfs (make initramfs, skipped
 #               when its inputs are unchanged), then runs test/e2e (build tag
-#               e2e): kiln serve + bmcsim QEMU machines, seven scenarios (BIOS,
-#               UEFI, virtual media, static network x2, a checksum failure, a
-#               controller crash); 4-10 min: 233 s quiet, 460-568 s loaded.
+#               e2e): kiln serve + bmcsim QEMU machines, ten scenarios (BIOS,
+#               UEFI, virtual media, static network x2, TLS, a checksum
+#               failure, a controller crash, and BIOS and UEFI provisioned
+#               through kiln serve --dhcp full alone on a bridge in a network
+#               namespace); 4-10 min quiet, longer loaded.
 #               E2E_RUN selects scenarios (go test -run), e.g. E2E_RUN=TestBIOS.
 #   make demo   scripts/demo.sh: one machine deployed end to end, left running.
 
@@ -14,7 +16,7 @@ E2E_TIMEOUT ?= 20m
 
 .PHONY: e2e demo
 
-e2e: initramfs ## Kiln provisioning QEMU machines end to end (test/e2e, 7 scenarios, 4-10 min)
+e2e: initramfs ## Kiln provisioning QEMU machines end to end (test/e2e, 10 scenarios, 4-10 min)
 	$(GO) test -tags e2e -count=1 -v -timeout $(E2E_TIMEOUT) -run '$(E2E_RUN)' ./test/e2e/
 
 demo: initramfs ## kiln serve + one QEMU machine deployed end to end, left running (scripts/demo.sh)
