@@ -170,6 +170,9 @@ func (s *Server6) handle(conn net.PacketConn, peer net.Addr, d dhcpv6.DHCPv6) {
 	}
 	if !s.limit.allow(string(cid.ToBytes())) {
 		s.log.Debug("DHCPv6 request over the rate limit", "type", m.Type())
+		if s.cfg.Observe != nil {
+			s.cfg.Observe(m, nil)
+		}
 		return
 	}
 	reply := Decide6(s.cfg.Config6, m)
