@@ -397,3 +397,10 @@ func TestDHCPFullBIOS(t *testing.T) {
 func TestDHCPFullUEFI(t *testing.T) {
 	dhcpProvision(t, "dhcp-uefi", "full", true, "firmware=uefi-x64", "good.raw.zst", "raw")
 }
+
+// TestDHCPProxyUEFI: the site's dnsmasq gives the addresses and kiln serve
+// --dhcp proxy the boot answers (OVMF's PXE, then iPXE); the machine is
+// inspected, cleaned and deployed, and boots from its disk.
+func TestDHCPProxyUEFI(t *testing.T) {
+	dhcpProvision(t, "proxy-uefi", "proxy", true, "firmware=uefi-x64", "good.qcow2", "qcow2")
+}

@@ -3,11 +3,13 @@
 #
 #   make e2e    builds the agent kernel + initramfs (make initramfs, skipped
 #               when its inputs are unchanged), then runs test/e2e (build tag
-#               e2e): kiln serve + bmcsim QEMU machines, ten scenarios (BIOS,
+#               e2e): kiln serve + bmcsim QEMU machines, eleven scenarios (BIOS,
 #               UEFI, virtual media, static network x2, TLS, a checksum
-#               failure, a controller crash, and BIOS and UEFI provisioned
+#               failure, a controller crash, BIOS and UEFI provisioned
 #               through kiln serve --dhcp full alone on a bridge in a network
-#               namespace); 4-10 min quiet, longer loaded.
+#               namespace, and UEFI through --dhcp proxy beside dnsmasq);
+#               4-10 min quiet before the DHCP scenarios, which took 4-15 min
+#               each at load 30-60.
 #               E2E_RUN selects scenarios (go test -run), e.g. E2E_RUN=TestBIOS.
 #   make demo   scripts/demo.sh: one machine deployed end to end, left running.
 
@@ -16,7 +18,7 @@ E2E_TIMEOUT ?= 20m
 
 .PHONY: e2e demo
 
-e2e: initramfs ## Kiln provisioning QEMU machines end to end (test/e2e, 10 scenarios, 4-10 min)
+e2e: initramfs ## Kiln provisioning QEMU machines end to end (test/e2e, 11 scenarios, 4-10 min)
 	$(GO) test -tags e2e -count=1 -v -timeout $(E2E_TIMEOUT) -run '$(E2E_RUN)' ./test/e2e/
 
 demo: initramfs ## kiln serve + one QEMU machine deployed end to end, left running (scripts/demo.sh)
