@@ -14,7 +14,7 @@
 #   make demo   scripts/demo.sh: one machine deployed end to end, left running.
 
 E2E_RUN ?= .
-E2E_TIMEOUT ?= 20m
+E2E_TIMEOUT ?= 45m
 
 .PHONY: e2e demo
 
