@@ -43,7 +43,7 @@ func init() {
 		"deploy":     {"direct", "custom-agent", "ramdisk"},
 		"network":    {"noop", "flat"},
 		"storage":    {"noop"},
-		"bios":       {"no-bios"},
+		"bios":       {"redfish", "no-bios"},
 		"console":    {"no-console"},
 		"firmware":   {"no-firmware"},
 		"raid":       {"no-raid"},
