@@ -66,6 +66,9 @@ type Server struct {
 	// that is not SQL), answered as 503 there.
 	chassis    *resource[proto.Chassis]
 	chassisErr error
+	// hardware serves nodes' /bios and /firmware (hardware.go).
+	hardware    *store.NodeHardware
+	hardwareErr error
 }
 
 // New builds the API with every route mounted. It panics on an invalid
@@ -197,6 +200,7 @@ func (s *Server) routes() {
 	e.GET("/v1/chassis/:id/nodes/detail", s.chassisNodes(true))
 	e.GET("/v1/allocations", s.emptyCollection("allocations"))
 	e.GET("/v1/portgroups", s.emptyCollection("portgroups"))
+	s.mountHardware(e)
 }
 
 // baseURL is the scheme and host clients reached us at; links are built on it.
