@@ -105,6 +105,8 @@ type Conductor struct {
 
 	live  liveness
 	power *powerSync
+
+	hwState // node BIOS/firmware records (hwsteps.go)
 }
 
 // New builds a conductor; Run starts it.

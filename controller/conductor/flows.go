@@ -84,6 +84,9 @@ func (f *flow) startCleaning(ctx context.Context, req flowstate.Request) error {
 	manual := n.TargetProvisionState != nil && *n.TargetProvisionState == proto.StateManageable
 	manualSteps := req.CleanSteps
 	skip := !manual && n.AutomatedClean != nil && !*n.AutomatedClean
+	if manual && !f.usesAgent() && hasDriverStep(n, manualSteps) {
+		return f.runOutOfBand(ctx, proto.StepClean, manualSteps)
+	}
 	if skip || !f.usesAgent() {
 		// Nothing to run in-band: automated cleaning is off, or the deploy
 		// interface has no agent (fake).
@@ -291,6 +294,11 @@ func (f *flow) continueSteps(ctx context.Context, kind proto.StepKind) error {
 		return f.runSteps(ctx, kind, hbAt)
 	}
 	idx, sent := fs.StepIndex, fs.StepSent
+	if !sent && fs.CachedStepsVersions == nil {
+		if err := f.refreshAgentSteps(ctx, kind); err != nil {
+			return err
+		}
+	}
 	if !sent || idx >= len(steps) {
 		return f.runSteps(ctx, kind, hbAt)
 	}
@@ -355,6 +363,7 @@ func (f *flow) plan(kind proto.StepKind, agent []proto.Step) ([]proto.StepCall, 
 	if err != nil {
 		return nil, nil, err
 	}
+	agent = append(agent, driverSteps(n)...) // out of band, hwsteps.go
 	if kind == proto.StepService {
 		steps, err := buildCleanSteps(agent, fs.ServiceSteps, true)
 		return steps, nil, err
@@ -439,6 +448,12 @@ func (f *flow) runSteps(ctx context.Context, kind proto.StepKind, heartbeatAt ti
 			return f.finishSteps(ctx, kind)
 		}
 		cur := withImageArgs(steps[idx], fs)
+		if isDriverStep(f.n, cur) {
+			if stop, err := f.driverStep(ctx, kind, cur); stop || err != nil {
+				return err
+			}
+			continue
+		}
 		if kind == proto.StepDeploy && isConductorStep(cur) {
 			if f.n.ProvisionState != work {
 				if err := f.transition(ctx, state.EvResume, nil); err != nil {
@@ -534,6 +549,7 @@ func (f *flow) finishSteps(ctx context.Context, kind proto.StepKind) error {
 			return f.fail(ctx, fmt.Sprintf("Failed to tear down cleaning on node %s: %v", n.UUID, err))
 		}
 		_ = f.ifs.Boot.CleanUpRamdisk(ctx, f.n)
+		f.cacheBIOS(ctx)
 	}
 	if kind == proto.StepService {
 		if err := f.bootInstance(ctx); err != nil {
@@ -582,6 +598,9 @@ func (f *flow) startService(ctx context.Context, req flowstate.Request) error {
 	steps := req.ServiceSteps
 	if len(steps) == 0 {
 		return f.fail(ctx, fmt.Sprintf("Node %s: servicing needs service_steps", n.UUID))
+	}
+	if !f.usesAgent() && hasDriverStep(n, steps) {
+		return f.runOutOfBand(ctx, proto.StepService, steps)
 	}
 	if !f.usesAgent() {
 		if err := driver.FakeDeploy(ctx, n); err != nil {
