@@ -15,7 +15,7 @@ import (
 )
 
 // Out-of-band steps: the clean and service steps of a node's hardware
-// configuration interfaces (bios, …), run here under the node's reservation
+// configuration interfaces (bios, raid, …), run here under the node's reservation
 // rather than by the agent. They join the agent's steps when a flow is
 // planned, so manual cleaning and servicing may mix both; with no agent
 // (the fake, ramdisk deploy interfaces) a manual clean or service made of
@@ -37,6 +37,16 @@ func driverSteps(n *proto.Node) []proto.Step {
 			proto.Step{Interface: "bios", Step: "apply_configuration", ArgsInfo: map[string]proto.ArgInfo{
 				"settings": {Description: `A list of BIOS settings to apply, each {"name": …, "value": …}`, Required: true}}},
 			proto.Step{Interface: "bios", Step: "factory_reset"},
+		)
+	}
+	if _, err := driver.ResolveRAID(n); err == nil {
+		out = append(out,
+			proto.Step{Interface: "raid", Step: "create_configuration", ArgsInfo: map[string]proto.ArgInfo{
+				"create_root_volume":     {Description: "Whether to create the root volume of target_raid_config (default true)"},
+				"create_nonroot_volumes": {Description: "Whether to create the other volumes of target_raid_config (default true)"},
+				"delete_existing":        {Description: "Whether to delete the existing volumes first (default false)"},
+			}},
+			proto.Step{Interface: "raid", Step: "delete_configuration"},
 		)
 	}
 	return out
@@ -146,8 +156,69 @@ func (f *flow) execDriverStep(ctx context.Context, s proto.StepCall) error {
 			f.cacheBIOS(ctx)
 			return err
 		}
+	case "raid":
+		r, err := driver.ResolveRAID(f.n)
+		if err != nil {
+			return err
+		}
+		return f.raidStep(ctx, r, s, env)
 	}
 	return fmt.Errorf("unknown out-of-band step %s", stepLabel(s))
+}
+
+// raidStep builds or deletes the node's logical disks and records what was
+// built: raid_config, and the root volume's hints as properties.root_device
+// (where the deploy then writes the image).
+func (f *flow) raidStep(ctx context.Context, r driver.RAID, s proto.StepCall, env driver.StepEnv) error {
+	var res driver.RAIDResult
+	switch s.Step.Step {
+	case "create_configuration":
+		root, nonRoot, deleteFirst := true, true, false
+		for name, p := range map[string]*bool{"create_root_volume": &root, "create_nonroot_volumes": &nonRoot, "delete_existing": &deleteFirst} {
+			if v, ok := s.Args[name]; ok {
+				b, isBool := v.(bool)
+				if !isBool {
+					return fmt.Errorf("argument %q must be a boolean, not %v", name, v)
+				}
+				*p = b
+			}
+		}
+		if len(f.n.TargetRAIDConfig) == 0 {
+			return fmt.Errorf("node %s has no target_raid_config", f.n.UUID)
+		}
+		disks, err := driver.ParseTargetRAID(f.n.TargetRAIDConfig, root, nonRoot)
+		if err != nil {
+			return err
+		}
+		if len(disks) == 0 {
+			return errors.New("create_root_volume and create_nonroot_volumes leave no logical disk of target_raid_config to create")
+		}
+		if deleteFirst {
+			if _, err := r.DeleteConfiguration(ctx, f.n, env); err != nil {
+				return err
+			}
+		}
+		res, err = r.CreateConfiguration(ctx, f.n, disks, env)
+		if err != nil {
+			return err
+		}
+	case "delete_configuration":
+		var err error
+		if res, err = r.DeleteConfiguration(ctx, f.n, env); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("unknown out-of-band step %s", stepLabel(s))
+	}
+	return f.update(ctx, func(n *proto.Node) {
+		n.RAIDConfig = res.RAIDConfig
+		if res.RootDevice != nil {
+			if n.Properties == nil {
+				n.Properties = proto.Dict{}
+			}
+			n.Properties["root_device"] = res.RootDevice
+		}
+	})
 }
 
 // hardwareStore returns the conductor's store of node hardware records.

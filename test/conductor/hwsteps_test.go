@@ -1,12 +1,17 @@
 package conductor_test
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	// The redfish hardware type, for the RAID test.
+	_ "github.com/kilnhq/kiln/controller/driver/redfish"
 	"github.com/kilnhq/kiln/proto"
+	"github.com/kilnhq/kiln/test/bmcsim"
 )
 
 // TestManualCleanMixesBIOSAndAgentSteps: an out-of-band BIOS step runs in
@@ -55,5 +60,75 @@ func TestManualCleanMixesBIOSAndAgentSteps(t *testing.T) {
 	n = c.waitState(uuid, proto.StateCleanFailed, 20*time.Second)
 	if le, _ := n["last_error"].(string); !strings.Contains(le, "failed step bios.apply_configuration") || !strings.Contains(le, "SriovGlobalEnable") {
 		t.Errorf("last_error %q", le)
+	}
+}
+
+// TestRAIDCleanStepsRecordRootDevice runs raid.create_configuration and
+// raid.delete_configuration as manual clean steps of redfish nodes against
+// the simulator, one per personality: the volumes are built through
+// Storage/Volumes and task monitors, raid_config records them, the root
+// volume becomes properties.root_device; a task that fails halfway fails
+// the step with the task named.
+func TestRAIDCleanStepsRecordRootDevice(t *testing.T) {
+	c := startController(t, controllerOpts{})
+	ctx := context.Background()
+	for _, p := range bmcsim.PersonalityNames() {
+		t.Run(p, func(t *testing.T) {
+			lab, err := bmcsim.StartLab(bmcsim.LabConfig{N: 1, Personality: p, Disks: 3, TaskDuration: 10 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { lab.Close() })
+			b := lab.BMCs[0]
+			u, pw := b.Credentials()
+			code, n := c.call("POST", "/v1/nodes", map[string]any{"name": "raid-" + p, "driver": "redfish", "deploy_interface": "ramdisk", "boot_interface": "fake",
+				"driver_info": map[string]any{"redfish_address": b.URL, "redfish_username": u, "redfish_password": pw}})
+			if code != 201 {
+				t.Fatalf("create: %d %v", code, n)
+			}
+			uuid := n["uuid"].(string)
+			// target_raid_config as PUT .../states/raid would leave it.
+			if _, err := c.st.UpdateNode(ctx, uuid, func(n *proto.Node) error {
+				n.TargetRAIDConfig = proto.Dict{"logical_disks": []any{
+					map[string]any{"size_gb": "MAX", "raid_level": "1", "is_root_volume": true},
+					map[string]any{"size_gb": 4.0, "raid_level": "0"},
+				}}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			c.provision(uuid, map[string]any{"target": "manage"})
+			c.waitState(uuid, proto.StateManageable, 10*time.Second)
+			before := lab.Requests()[0]
+			start := time.Now()
+			c.provision(uuid, map[string]any{"target": "clean", "clean_steps": []map[string]any{{"interface": "raid", "step": "create_configuration"}}})
+			n = c.waitState(uuid, proto.StateManageable, 30*time.Second)
+			t.Logf("personality %s: manual clean raid.create_configuration took %s and %d BMC requests", p, time.Since(start).Round(time.Millisecond), lab.Requests()[0]-before)
+			if n["last_error"] != nil {
+				t.Fatalf("last_error %v", n["last_error"])
+			}
+			lds, _ := n["raid_config"].(map[string]any)["logical_disks"].([]any)
+			if len(lds) != 2 || lds[0].(map[string]any)["is_root_volume"] != true || lds[1].(map[string]any)["size_gb"] != 4.0 {
+				t.Errorf("raid_config %v", n["raid_config"])
+			}
+			if rd := n["properties"].(map[string]any)["root_device"]; fmt.Sprint(rd) != "map[size:10]" {
+				t.Errorf("properties.root_device %v, want the 10 GiB RAID-1 volume's size", rd)
+			}
+
+			c.provision(uuid, map[string]any{"target": "clean", "clean_steps": []map[string]any{{"interface": "raid", "step": "delete_configuration"}}})
+			n = c.waitState(uuid, proto.StateManageable, 30*time.Second)
+			if rc, _ := n["raid_config"].(map[string]any); n["last_error"] != nil || len(rc) != 0 {
+				t.Errorf("after delete: raid_config %v last_error %v", n["raid_config"], n["last_error"])
+			}
+
+			if err := lab.SetFaults(bmcsim.Faults{TaskError: true}); err != nil {
+				t.Fatal(err)
+			}
+			c.provision(uuid, map[string]any{"target": "clean", "clean_steps": []map[string]any{{"interface": "raid", "step": "create_configuration"}}})
+			n = c.waitState(uuid, proto.StateCleanFailed, 30*time.Second)
+			if le, _ := n["last_error"].(string); !strings.Contains(le, "failed step raid.create_configuration") || !strings.Contains(le, "TaskMonitors/") {
+				t.Errorf("last_error %q", le)
+			}
+		})
 	}
 }

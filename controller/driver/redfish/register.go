@@ -46,7 +46,7 @@ func init() {
 		"bios":       {"redfish", "no-bios"},
 		"console":    {"no-console"},
 		"firmware":   {"no-firmware"},
-		"raid":       {"no-raid"},
+		"raid":       {"redfish", "no-raid"},
 		"rescue":     {"no-rescue"},
 		"vendor":     {"no-vendor"},
 	}
