@@ -550,6 +550,7 @@ func (f *flow) finishSteps(ctx context.Context, kind proto.StepKind) error {
 		}
 		_ = f.ifs.Boot.CleanUpRamdisk(ctx, f.n)
 		f.cacheBIOS(ctx)
+		f.cacheFirmware(ctx, nil)
 	}
 	if kind == proto.StepService {
 		if err := f.bootInstance(ctx); err != nil {

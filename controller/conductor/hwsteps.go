@@ -15,7 +15,7 @@ import (
 )
 
 // Out-of-band steps: the clean and service steps of a node's hardware
-// configuration interfaces (bios, raid, …), run here under the node's reservation
+// configuration interfaces (bios, raid, firmware), run here under the node's reservation
 // rather than by the agent. They join the agent's steps when a flow is
 // planned, so manual cleaning and servicing may mix both; with no agent
 // (the fake, ramdisk deploy interfaces) a manual clean or service made of
@@ -48,6 +48,10 @@ func driverSteps(n *proto.Node) []proto.Step {
 			}},
 			proto.Step{Interface: "raid", Step: "delete_configuration"},
 		)
+	}
+	if _, err := driver.ResolveFirmware(n); err == nil {
+		out = append(out, proto.Step{Interface: "firmware", Step: "update", ArgsInfo: map[string]proto.ArgInfo{
+			"settings": {Description: `A list of firmware images to apply, each {"component": …, "url": …}`, Required: true}}})
 	}
 	return out
 }
@@ -156,6 +160,22 @@ func (f *flow) execDriverStep(ctx context.Context, s proto.StepCall) error {
 			f.cacheBIOS(ctx)
 			return err
 		}
+	case "firmware":
+		fw, err := driver.ResolveFirmware(f.n)
+		if err != nil {
+			return err
+		}
+		updates, err := driver.FirmwareStepArgs(s.Args)
+		if err != nil {
+			return err
+		}
+		err = fw.Update(ctx, f.n, updates, env)
+		flashed := map[string]bool{}
+		for _, u := range updates {
+			flashed[u.Component] = err == nil
+		}
+		f.cacheFirmware(ctx, flashed)
+		return err
 	case "raid":
 		r, err := driver.ResolveRAID(f.n)
 		if err != nil {
@@ -271,4 +291,50 @@ func (f *flow) refreshAgentSteps(ctx context.Context, kind proto.StepKind) error
 		s.SetCachedSteps(kind, res.Steps)
 		s.CachedStepsVersions = res.HardwareManagerVersion
 	})
+}
+
+// cacheFirmware re-reads the node's firmware components into the store:
+// initial_version is the first version ever seen, current_version the one
+// read now, last_version_flashed the current one of each component just
+// flashed (others keep theirs). Failures are logged, not fatal.
+func (f *flow) cacheFirmware(ctx context.Context, flashed map[string]bool) {
+	fw, err := driver.ResolveFirmware(f.n)
+	if errors.Is(err, driver.ErrNoInterface) {
+		return
+	}
+	hw, err := f.c.hardwareStore()
+	if err != nil {
+		f.c.log.Warn("cache firmware components", "node", f.n.UUID, "err", err)
+		return
+	}
+	cur, err := fw.Components(ctx, f.n)
+	if err != nil {
+		f.c.log.Warn("cache firmware components", "node", f.n.UUID, "err", err)
+		return
+	}
+	old, err := hw.ListFirmware(ctx, f.n.UUID)
+	if err != nil {
+		f.c.log.Warn("cache firmware components", "node", f.n.UUID, "err", err)
+		return
+	}
+	byName := map[string]proto.FirmwareComponent{}
+	for _, c := range old {
+		byName[c.Component] = c
+	}
+	var out []proto.FirmwareComponent
+	for _, c := range cur {
+		v := c.Version
+		rec, seen := byName[c.Component]
+		if !seen {
+			rec = proto.FirmwareComponent{Component: c.Component, InitialVersion: v}
+		}
+		rec.CurrentVersion = &v
+		if flashed[c.Component] {
+			rec.LastVersionFlashed = &v
+		}
+		out = append(out, rec)
+	}
+	if err := hw.ReplaceFirmware(ctx, f.n.UUID, out); err != nil {
+		f.c.log.Warn("cache firmware components", "node", f.n.UUID, "err", err)
+	}
 }

@@ -132,3 +132,64 @@ func TestRAIDCleanStepsRecordRootDevice(t *testing.T) {
 		})
 	}
 }
+
+// TestFirmwareUpdateCleanStep runs firmware.update (BIOS, then the BMC,
+// which drops every connection for 2 s while it resets) as a manual clean
+// step of a redfish node and reads the components back through GET
+// /v1/nodes/{id}/firmware: new current and last flashed versions, the
+// initial ones kept.
+func TestFirmwareUpdateCleanStep(t *testing.T) {
+	c := startController(t, controllerOpts{})
+	lab, err := bmcsim.StartLab(bmcsim.LabConfig{N: 1, Personality: "idrac", TaskDuration: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lab.Close() })
+	if err := lab.SetFaults(bmcsim.Faults{ManagerResetDowntime: 2 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	b := lab.BMCs[0]
+	u, pw := b.Credentials()
+	code, n := c.call("POST", "/v1/nodes", map[string]any{"name": "fw", "driver": "redfish", "deploy_interface": "ramdisk", "boot_interface": "fake",
+		"driver_info": map[string]any{"redfish_address": b.URL, "redfish_username": u, "redfish_password": pw}})
+	if code != 201 {
+		t.Fatalf("create: %d %v", code, n)
+	}
+	uuid := n["uuid"].(string)
+	c.provision(uuid, map[string]any{"target": "manage"})
+	c.waitState(uuid, proto.StateManageable, 10*time.Second)
+	// A first cleaning caches the versions the machine came with.
+	c.provision(uuid, map[string]any{"target": "clean", "clean_steps": []map[string]any{{"interface": "bios", "step": "apply_configuration",
+		"args": map[string]any{"settings": []map[string]any{{"name": "ProcVirtualization", "value": "Disabled"}}}}}})
+	c.waitState(uuid, proto.StateManageable, 30*time.Second)
+	_, fw := c.call("GET", "/v1/nodes/"+uuid+"/firmware", nil)
+	initial := map[string]string{}
+	for _, x := range fw["firmware"].([]any) {
+		m := x.(map[string]any)
+		initial[m["component"].(string)] = fmt.Sprint(m["initial_version"])
+	}
+	if initial["bios"] == "" || initial["bmc"] == "" {
+		t.Fatalf("firmware after the first clean: %v", fw)
+	}
+
+	start, before := time.Now(), lab.Requests()[0]
+	c.provision(uuid, map[string]any{"target": "clean", "clean_steps": []map[string]any{{"interface": "firmware", "step": "update",
+		"args": map[string]any{"settings": []map[string]any{
+			{"component": "bios", "url": "http://images.example/bios-2.19.1.bin"},
+			{"component": "bmc", "url": "http://images.example/bmc-7.10.30.bin"},
+		}}}}})
+	n = c.waitState(uuid, proto.StateManageable, 60*time.Second)
+	t.Logf("idrac: manual clean firmware.update (bios + bmc with a 2 s BMC reset) took %s and %d BMC requests", time.Since(start).Round(time.Millisecond), lab.Requests()[0]-before)
+	if n["last_error"] != nil {
+		t.Fatalf("last_error %v", n["last_error"])
+	}
+	_, fw = c.call("GET", "/v1/nodes/"+uuid+"/firmware", nil)
+	want := map[string]string{"bios": "2.19.1", "bmc": "7.10.30"}
+	for _, x := range fw["firmware"].([]any) {
+		m := x.(map[string]any)
+		name := m["component"].(string)
+		if m["current_version"] != want[name] || m["last_version_flashed"] != want[name] || m["initial_version"] != initial[name] {
+			t.Errorf("firmware %s after the update: %v (initial was %s)", name, m, initial[name])
+		}
+	}
+}

@@ -45,7 +45,7 @@ func init() {
 		"storage":    {"noop"},
 		"bios":       {"redfish", "no-bios"},
 		"console":    {"no-console"},
-		"firmware":   {"no-firmware"},
+		"firmware":   {"redfish", "no-firmware"},
 		"raid":       {"redfish", "no-raid"},
 		"rescue":     {"no-rescue"},
 		"vendor":     {"no-vendor"},
