@@ -84,6 +84,9 @@ func (f *flow) startCleaning(ctx context.Context, req flowstate.Request) error {
 	manual := n.TargetProvisionState != nil && *n.TargetProvisionState == proto.StateManageable
 	manualSteps := req.CleanSteps
 	skip := !manual && n.AutomatedClean != nil && !*n.AutomatedClean
+	if err := f.setSecureBoot(ctx, false); err != nil {
+		return f.fail(ctx, fmt.Sprintf("Cleaning of node %s failed: %v", n.UUID, err))
+	}
 	if manual && !f.usesAgent() && hasDriverStep(n, manualSteps) {
 		return f.runOutOfBand(ctx, proto.StepClean, manualSteps)
 	}
@@ -118,6 +121,9 @@ func (f *flow) startDeploy(ctx context.Context, req flowstate.Request) error {
 		}
 	case "custom-agent":
 	case "ramdisk":
+		if err := f.setSecureBoot(ctx, true); err != nil {
+			return f.fail(ctx, err.Error())
+		}
 		if err := f.startRamdisk(ctx, nil); err != nil {
 			return f.fail(ctx, err.Error())
 		}
@@ -517,6 +523,9 @@ func (f *flow) conductorStep(ctx context.Context, s proto.StepCall) error {
 		if err := f.ifs.Boot.PrepareInstance(ctx, f.n); err != nil {
 			return err
 		}
+		if err := f.setSecureBoot(ctx, true); err != nil {
+			return err
+		}
 		return f.ifs.Management.SetBootDevice(ctx, f.n, "disk", true)
 	case "tear_down_agent":
 		if ag := agentOf(n); ag.URL != "" {
@@ -585,6 +594,9 @@ func (f *flow) bootInstance(ctx context.Context) error {
 		return err
 	}
 	if err := f.ifs.Boot.PrepareInstance(ctx, f.n); err != nil {
+		return err
+	}
+	if err := f.setSecureBoot(ctx, true); err != nil {
 		return err
 	}
 	if err := f.ifs.Management.SetBootDevice(ctx, f.n, "disk", true); err != nil {

@@ -49,6 +49,11 @@ func driverSteps(n *proto.Node) []proto.Step {
 			proto.Step{Interface: "raid", Step: "delete_configuration"},
 		)
 	}
+	if ifs, err := driver.Resolve(n); err == nil {
+		if _, ok := ifs.Management.(driver.BMCResetter); ok {
+			out = append(out, proto.Step{Interface: "management", Step: "reset_bmc"})
+		}
+	}
 	if _, err := driver.ResolveFirmware(n); err == nil {
 		out = append(out, proto.Step{Interface: "firmware", Step: "update", ArgsInfo: map[string]proto.ArgInfo{
 			"settings": {Description: `A list of firmware images to apply, each {"component": …, "url": …}`, Required: true}}})
@@ -176,6 +181,10 @@ func (f *flow) execDriverStep(ctx context.Context, s proto.StepCall) error {
 		}
 		f.cacheFirmware(ctx, flashed)
 		return err
+	case "management":
+		if r, ok := f.ifs.Management.(driver.BMCResetter); ok && s.Step.Step == "reset_bmc" {
+			return r.ResetBMC(ctx, f.n, env)
+		}
 	case "raid":
 		r, err := driver.ResolveRAID(f.n)
 		if err != nil {
@@ -337,4 +346,22 @@ func (f *flow) cacheFirmware(ctx context.Context, flashed map[string]bool) {
 	if err := hw.ReplaceFirmware(ctx, f.n.UUID, out); err != nil {
 		f.c.log.Warn("cache firmware components", "node", f.n.UUID, "err", err)
 	}
+}
+
+// setSecureBoot turns UEFI Secure Boot on (before the instance boots) or
+// off (before cleaning) for a node whose capabilities ask for it, as
+// Ironic's redfish boot interface does, and records it in secure_boot.
+// Nodes that do not ask are left alone.
+func (f *flow) setSecureBoot(ctx context.Context, on bool) error {
+	if !driver.WantsSecureBoot(f.n) {
+		return nil
+	}
+	sb, ok := f.ifs.Management.(driver.SecureBooter)
+	if !ok {
+		return fmt.Errorf("node %s asks for secure boot (capability secure_boot:true), which its management interface %s cannot set", f.n.UUID, f.n.ManagementInterface)
+	}
+	if err := sb.SetSecureBoot(ctx, f.n, on); err != nil {
+		return fmt.Errorf("setting secure boot %v on node %s: %w", on, f.n.UUID, err)
+	}
+	return f.update(ctx, func(n *proto.Node) { n.SecureBoot = &on })
 }

@@ -2,7 +2,9 @@ package conductor_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -191,5 +193,72 @@ func TestFirmwareUpdateCleanStep(t *testing.T) {
 		if m["current_version"] != want[name] || m["last_version_flashed"] != want[name] || m["initial_version"] != initial[name] {
 			t.Errorf("firmware %s after the update: %v (initial was %s)", name, m, initial[name])
 		}
+	}
+}
+
+// TestSecureBootOnForDeployOffForCleaning: a redfish node whose
+// capabilities ask for secure_boot gets UEFI Secure Boot turned on before
+// its instance (a ramdisk) boots and off when it is cleaned, on the BMC
+// and in the node's secure_boot field; in between, management.reset_bmc
+// runs as a service step.
+func TestSecureBootOnForDeployOffForCleaning(t *testing.T) {
+	c := startController(t, controllerOpts{})
+	lab, err := bmcsim.StartLab(bmcsim.LabConfig{N: 1, Personality: "ilo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lab.Close() })
+	b := lab.BMCs[0]
+	u, pw := b.Credentials()
+	code, n := c.call("POST", "/v1/nodes", map[string]any{"name": "sb", "driver": "redfish", "deploy_interface": "ramdisk", "boot_interface": "fake",
+		"properties":  map[string]any{"capabilities": "boot_mode:uefi,secure_boot:true"},
+		"driver_info": map[string]any{"redfish_address": b.URL, "redfish_username": u, "redfish_password": pw}})
+	if code != 201 {
+		t.Fatalf("create: %d %v", code, n)
+	}
+	uuid := n["uuid"].(string)
+	sbPath := "/redfish/v1/Systems/" + b.SystemIDs()[0] + "/SecureBoot"
+	enabled := func() bool {
+		req, _ := http.NewRequest("GET", b.URL+sbPath, nil)
+		req.SetBasicAuth(u, pw)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var sb struct{ SecureBootEnable bool }
+		if err := json.NewDecoder(resp.Body).Decode(&sb); err != nil {
+			t.Fatal(err)
+		}
+		return sb.SecureBootEnable
+	}
+	c.provision(uuid, map[string]any{"target": "manage"})
+	c.waitState(uuid, proto.StateManageable, 10*time.Second)
+	c.provision(uuid, map[string]any{"target": "provide"})
+	c.waitState(uuid, proto.StateAvailable, 20*time.Second)
+	if enabled() {
+		t.Fatal("secure boot on before deploy")
+	}
+	c.provision(uuid, map[string]any{"target": "active"})
+	n = c.waitState(uuid, proto.StateActive, 20*time.Second)
+	if !enabled() || n["secure_boot"] != true {
+		t.Errorf("after deploy: BMC SecureBootEnable %v, node secure_boot %v", enabled(), n["secure_boot"])
+	}
+	// management.reset_bmc as a service step: the BMC drops connections
+	// for 2 s; the node goes back to active.
+	if err := lab.SetFaults(bmcsim.Faults{ManagerResetDowntime: 2 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	before, start := lab.Requests()[0], time.Now()
+	c.provision(uuid, map[string]any{"target": "service", "service_steps": []map[string]any{{"interface": "management", "step": "reset_bmc"}}})
+	n = c.waitState(uuid, proto.StateActive, 30*time.Second)
+	t.Logf("ilo: service step management.reset_bmc (2 s down) took %s and %d BMC requests", time.Since(start).Round(time.Millisecond), lab.Requests()[0]-before)
+	if n["last_error"] != nil || lab.Requests()[0] == before {
+		t.Errorf("after reset_bmc: last_error %v, %d requests", n["last_error"], lab.Requests()[0]-before)
+	}
+	c.provision(uuid, map[string]any{"target": "deleted"})
+	n = c.waitState(uuid, proto.StateAvailable, 20*time.Second)
+	if enabled() || n["secure_boot"] != false {
+		t.Errorf("after undeploy and cleaning: BMC SecureBootEnable %v, node secure_boot %v", enabled(), n["secure_boot"])
 	}
 }
