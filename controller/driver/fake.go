@@ -43,7 +43,10 @@ func init() {
 type fakePower struct{ states sync.Map } // node UUID → proto.PowerState
 
 // fakeManagement holds each node's boot device as a BMC would.
-type fakeManagement struct{ devices sync.Map } // node UUID → BootDeviceState
+type fakeManagement struct {
+	devices    sync.Map // node UUID → BootDeviceState
+	secureBoot sync.Map // node UUID → bool (mgmtext.go)
+}
 type fakeBoot struct{}
 type fakeInspect struct{}
 

@@ -64,6 +64,8 @@ type (
 		Result      proto.StepsResult
 		Err         error
 		HeartbeatAt time.Time
+		// Refresh: the answer to AgentGetSteps{Refresh: true}.
+		Refresh bool
 	}
 	// ImageArgsBuilt carries write_image's arguments, built by the executor
 	// (rendering a config drive writes files), with the steps listed before.
