@@ -225,6 +225,7 @@ func (s *Server) routes() {
 	s.mountAllocations(e)
 	s.routePortgroups(e)
 	s.mountHardware(e)
+	s.mountManagementOps(e) // mgmtops.go
 }
 
 // baseURL is the scheme and host clients reached us at; links are built on it.

@@ -201,14 +201,14 @@ func (f *flow) do(ctx context.Context, a decide.Action) (decide.Event, error) {
 	case decide.Wake:
 		f.c.wakeAt(n.UUID, a.At)
 	case decide.ManagementCall:
-		st, err := f.managementCall(ctx, a.Request)
+		st, read, err := f.managementCall(ctx, a.Request)
 		if ctx.Err() != nil {
 			return nil, fatal{ctx.Err()} // stopping: the request stays for whoever runs next
 		}
 		if err != nil {
 			f.c.log.Warn("boot device request failed", "node", n.UUID, "op", a.Request.Op, "err", err)
 		}
-		return decide.ManagementAnswered{Request: a.Request, Device: st, Err: err}, nil
+		return decide.ManagementAnswered{Request: a.Request, Device: st, Read: read, Err: err}, nil
 	default:
 		return nil, fatal{fmt.Errorf("conductor: no executor for action %T", a)}
 	}

@@ -46,6 +46,9 @@ type fakePower struct{ states sync.Map } // node UUID → proto.PowerState
 type fakeManagement struct {
 	devices    sync.Map // node UUID → BootDeviceState
 	secureBoot sync.Map // node UUID → bool (mgmtext.go)
+	leds       sync.Map // node UUID → indicator state
+	bootModes  sync.Map // node UUID → "uefi" | "bios"
+	nmis       sync.Map // node UUID → *atomic.Int64
 }
 type fakeBoot struct{}
 type fakeInspect struct{}

@@ -87,7 +87,10 @@ type (
 	ManagementAnswered struct {
 		Request proto.ManagementRequest
 		Device  driver.BootDeviceState
-		Err     error
+		// Read is the rest of the answer: the indicators, an indicator's
+		// state, or the boot mode and secure boot read back after a change.
+		Read ManagementRead
+		Err  error
 	}
 	// ActionFailed says Action returned Err; the actions after it were not
 	// taken.

@@ -1,9 +1,11 @@
 package decide
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
 
+	"github.com/kilnhq/kiln/controller/driver"
 	"github.com/kilnhq/kiln/controller/flowstate"
 	"github.com/kilnhq/kiln/proto"
 )
@@ -165,4 +167,54 @@ func TestSecureBootFollowsTheNodesCapability(t *testing.T) {
 		acts := Step(in, AgentCommandsRead{Kind: proto.StepService, Commands: succeeded(proto.StepService, firmwareStep)})
 		want(t, acts, "agent power off", "power off", "clean up ramdisk", "prepare instance", "secure boot true", "power on", "move resume", "move done")
 	})
+}
+
+// The other management calls: what the API waits on is in the result;
+// boot mode and secure boot changes, which nobody waits on, land on the
+// node (the fields read back, or last_error).
+func TestManagementOperationAnswers(t *testing.T) {
+	on, off := true, false
+	mode := proto.ManagementRequest{ID: "m1", Op: proto.OpSetBootMode, BootMode: "bios"}
+	secure := proto.ManagementRequest{ID: "m2", Op: proto.OpSetSecureBoot, SecureBoot: &on}
+	cases := []struct {
+		name           string
+		ev             ManagementAnswered
+		wantResult     string
+		wantBootMode   string
+		wantSecureBoot *bool
+		wantError      string
+	}{
+		{"indicators listed", ManagementAnswered{Request: proto.ManagementRequest{ID: "i1", Op: proto.OpGetIndicators},
+			Read: ManagementRead{Indicators: []proto.Indicator{driver.SystemLED}}},
+			`{"id":"i1","indicators":[{"component":"system","name":"led","readonly":false,"states":["blinking","off","on"]}]}`, "", nil, ""},
+		{"an indicator read", ManagementAnswered{Request: proto.ManagementRequest{ID: "i2", Op: proto.OpGetIndicator}, Read: ManagementRead{IndicatorState: "on"}},
+			`{"id":"i2","indicator_state":"on"}`, "", nil, ""},
+		{"an NMI refused", ManagementAnswered{Request: proto.ManagementRequest{ID: "n1", Op: proto.OpInjectNMI}, Err: driver.InvalidParameterf("no NMI here")},
+			`{"id":"n1","error":"Failed to inject NMI for node ` + nodeID + `: no NMI here","invalid":true}`, "", nil, ""},
+		{"boot mode set and read back", ManagementAnswered{Request: mode, Read: ManagementRead{BootMode: "bios", SecureBoot: &off}},
+			`{"id":"m1"}`, "bios", &off, ""},
+		{"secure boot that failed", ManagementAnswered{Request: secure, Err: errString("PATCH SecureBoot: 500")},
+			`{"id":"m2","error":"Failed to set secure boot for node ` + nodeID + `: PATCH SecureBoot: 500"}`, "", nil, "Failed to set secure boot for node " + nodeID + ": PATCH SecureBoot: 500"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			n := node(proto.StateManageable, proto.NoState)
+			req := tc.ev.Request
+			in := input(t, n, flowstate.State{ManagementRequest: &req}, "direct")
+			got, fs := after(t, in, Step(in, tc.ev))
+			if b, _ := json.Marshal(fs.ManagementResult); string(b) != tc.wantResult {
+				t.Errorf("result\n got %s\nwant %s", b, tc.wantResult)
+			}
+			if fs.ManagementRequest != nil {
+				t.Error("the request is still pending")
+			}
+			if gotMode := deref(got.BootMode); (tc.wantBootMode == "" && got.BootMode != nil) || (tc.wantBootMode != "" && gotMode != tc.wantBootMode) {
+				t.Errorf("boot_mode %s, want %q", gotMode, tc.wantBootMode)
+			}
+			if (got.SecureBoot == nil) != (tc.wantSecureBoot == nil) || (got.SecureBoot != nil && *got.SecureBoot != *tc.wantSecureBoot) {
+				t.Errorf("secure_boot %v, want %v", got.SecureBoot, tc.wantSecureBoot)
+			}
+			wantState(t, got, proto.StateManageable, tc.wantError)
+		})
+	}
 }

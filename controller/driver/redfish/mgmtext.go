@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strings"
 
 	"github.com/stmcginnis/gofish/schemas"
 
@@ -18,6 +17,9 @@ var (
 	_ driver.Indicators   = (*Management)(nil)
 	_ driver.NMIInjector  = (*Management)(nil)
 	_ driver.BMCResetter  = (*Management)(nil)
+
+	_ driver.BootModeChanger  = (*Management)(nil)
+	_ driver.SecureBootReader = (*Management)(nil)
 )
 
 // SetSecureBoot sets Systems/<id>/SecureBoot SecureBootEnable (it applies
@@ -69,7 +71,7 @@ func (m *Management) SetSecureBoot(ctx context.Context, n *proto.Node, on bool) 
 }
 
 // Indicator reads the system's IndicatorLED (Lit, Off, Blinking) as
-// Ironic's states: ON, OFF, BLINKING.
+// Ironic's states: on, off, blinking.
 func (m *Management) Indicator(ctx context.Context, n *proto.Node) (string, error) {
 	s, err := m.Pool.open(ctx, n)
 	if err != nil {
@@ -87,21 +89,22 @@ func (m *Management) Indicator(ctx context.Context, n *proto.Node) (string, erro
 	}
 	switch sys.IndicatorLED {
 	case "Lit":
-		return "ON", nil
+		return proto.IndicatorOn, nil
 	case "Blinking":
-		return "BLINKING", nil
+		return proto.IndicatorBlinking, nil
 	case "Off":
-		return "OFF", nil
+		return proto.IndicatorOff, nil
 	}
-	return "UNKNOWN", nil
+	return proto.IndicatorUnknown, nil
 }
 
 // SetIndicator sets the system's IndicatorLED from an Ironic state.
 func (m *Management) SetIndicator(ctx context.Context, n *proto.Node, state string) error {
-	led, ok := map[string]string{"ON": "Lit", "OFF": "Off", "BLINKING": "Blinking"}[strings.ToUpper(state)]
-	if !ok {
-		return driver.InvalidParameterf("indicator state %q is not one of ON, OFF, BLINKING", state)
+	st, err := driver.IndicatorState(state)
+	if err != nil {
+		return err
 	}
+	led := map[string]string{proto.IndicatorOn: "Lit", proto.IndicatorOff: "Off", proto.IndicatorBlinking: "Blinking"}[st]
 	s, err := m.Pool.open(ctx, n)
 	if err != nil {
 		return err
@@ -145,4 +148,58 @@ func (m *Management) ResetBMC(ctx context.Context, n *proto.Node, env driver.Ste
 		return err
 	}
 	return s.resetManager(ctx, env)
+}
+
+// ChangeBootMode sets BootSourceOverrideMode: UEFI for "uefi", Legacy for
+// "bios".
+func (m *Management) ChangeBootMode(ctx context.Context, n *proto.Node, mode string) error {
+	rf, ok := map[string]string{driver.BootModeUEFI: ModeUEFI, driver.BootModeBIOS: ModeLegacy}[mode]
+	if !ok {
+		return driver.InvalidParameterf("boot mode %q is not %s or %s", mode, driver.BootModeUEFI, driver.BootModeBIOS)
+	}
+	return m.SetBootMode(ctx, n, rf)
+}
+
+// ReadBootMode reads BootSourceOverrideMode as "uefi" or "bios" ("" for
+// anything else).
+func (m *Management) ReadBootMode(ctx context.Context, n *proto.Node) (string, error) {
+	d, err := m.GetBootDevice(ctx, n)
+	if err != nil {
+		return "", err
+	}
+	switch d.Mode {
+	case ModeUEFI:
+		return driver.BootModeUEFI, nil
+	case ModeLegacy:
+		return driver.BootModeBIOS, nil
+	}
+	return "", nil
+}
+
+// ReadSecureBoot reads Systems/<id>/SecureBoot SecureBootEnable.
+func (m *Management) ReadSecureBoot(ctx context.Context, n *proto.Node) (bool, error) {
+	s, err := m.Pool.open(ctx, n)
+	if err != nil {
+		return false, err
+	}
+	sp, err := s.systemPath()
+	if err != nil {
+		return false, err
+	}
+	var sys struct {
+		SecureBoot odataID `json:"SecureBoot"`
+	}
+	if _, err := s.getJSON(ctx, sp, &sys); err != nil {
+		return false, s.fail("read system "+sp, err)
+	}
+	if sys.SecureBoot.ID == "" {
+		return false, fmt.Errorf("BMC %s: system %s has no SecureBoot resource", s.endpoint, sp)
+	}
+	var cur struct {
+		SecureBootEnable *bool `json:"SecureBootEnable"`
+	}
+	if _, err := s.getJSON(ctx, sys.SecureBoot.ID, &cur); err != nil {
+		return false, s.fail("read secure boot", err)
+	}
+	return cur.SecureBootEnable != nil && *cur.SecureBootEnable, nil
 }

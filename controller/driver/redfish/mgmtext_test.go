@@ -60,7 +60,7 @@ func TestManagementExtrasEveryPersonality(t *testing.T) {
 					t.Errorf("after secure boot %v and a reboot: %+v", on, sb)
 				}
 			}
-			for _, st := range []string{"ON", "BLINKING", "OFF"} {
+			for _, st := range []string{"on", "blinking", "off"} {
 				if err := m.SetIndicator(ctx, n, st); err != nil {
 					t.Fatalf("indicator %s: %v", st, err)
 				}
@@ -68,7 +68,7 @@ func TestManagementExtrasEveryPersonality(t *testing.T) {
 					t.Errorf("indicator after %s: %s %v", st, got, err)
 				}
 			}
-			if err := m.SetIndicator(ctx, n, "GREEN"); err == nil || !strings.Contains(err.Error(), "not one of ON, OFF, BLINKING") {
+			if err := m.SetIndicator(ctx, n, "GREEN"); err == nil || !strings.Contains(err.Error(), "not one of blinking, off, on") {
 				t.Errorf("indicator GREEN: %v", err)
 			}
 			if err := pw.SetPowerState(ctx, n, proto.PowerOn, 10*time.Second); err != nil {
