@@ -25,3 +25,8 @@ func (c *Client) ListFirmware(ctx context.Context, ident string) ([]proto.Firmwa
 	err := c.do(ctx, http.MethodGet, "/v1/nodes/"+url.PathEscape(ident)+"/firmware", nil, &out)
 	return out.Firmware, err
 }
+
+// SetTargetRAID sets a node's target_raid_config (PUT …/states/raid).
+func (c *Client) SetTargetRAID(ctx context.Context, ident string, cfg proto.Dict) error {
+	return c.do(ctx, http.MethodPut, "/v1/nodes/"+url.PathEscape(ident)+"/states/raid", cfg, nil)
+}

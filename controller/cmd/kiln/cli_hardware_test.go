@@ -2,8 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/kilnhq/kiln/test/bmcsim"
 )
 
 // TestCLIBIOS: kiln node bios set --wait runs bios.apply_configuration by
@@ -42,5 +48,58 @@ func TestCLIBIOS(t *testing.T) {
 	}
 	if out := mustCLI(t, p, "node", "firmware", "list", "b1", "-o", "json"); strings.TrimSpace(out) != "[]" {
 		t.Errorf("firmware list of a fake node: %q", out)
+	}
+}
+
+// TestCLIRAID: kiln node raid set stores target_raid_config (JSON or
+// @FILE), refuses what is not a JSON object or what the API's RAID schema
+// refuses, and with --apply --wait builds it on a redfish node against
+// the simulator by manual cleaning: raid_config and the root device
+// follow.
+func TestCLIRAID(t *testing.T) {
+	p := controller(t)
+	mustCLI(t, p, "node", "create", "--driver", "fake-hardware", "--name", "f1")
+	out := mustCLI(t, p, "node", "raid", "set", "f1", `{"logical_disks":[{"size_gb":100,"raid_level":"1","is_root_volume":true}]}`)
+	if !strings.Contains(out, "Set the target RAID configuration of node f1") {
+		t.Errorf("raid set printed %q", out)
+	}
+	var n map[string]any
+	if err := json.Unmarshal([]byte(mustCLI(t, p, "node", "show", "f1", "-o", "json")), &n); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(n["target_raid_config"]) != "map[logical_disks:[map[is_root_volume:true raid_level:1 size_gb:100]]]" {
+		t.Errorf("target_raid_config after raid set: %v", n["target_raid_config"])
+	}
+	if _, errOut, code := cli(t, p, "node", "raid", "set", "f1", `[1,2]`); code == 0 || !strings.Contains(errOut, "not a JSON object") {
+		t.Errorf("raid set of a list: exit %d %s", code, errOut)
+	}
+	if _, errOut, code := cli(t, p, "node", "raid", "set", "f1", `{"logical_disks":[{"size_gb":1,"raid_level":"9"}]}`); code == 0 || !strings.Contains(errOut, "RAID config validation error") {
+		t.Errorf("raid set of RAID level 9: exit %d %s", code, errOut)
+	}
+
+	lab, err := bmcsim.StartLab(bmcsim.LabConfig{N: 1, Personality: "generic", Disks: 3, TaskDuration: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lab.Close() })
+	b := lab.BMCs[0]
+	u, pw := b.Credentials()
+	mustCLI(t, p, "node", "create", "--driver", "redfish", "--name", "r1", "--deploy-interface", "ramdisk", "--boot-interface", "fake",
+		"--driver-info", "redfish_address="+b.URL, "--driver-info", "redfish_username="+u, "--driver-info", "redfish_password="+pw)
+	mustCLI(t, p, "node", "manage", "--wait", "r1")
+	file := filepath.Join(t.TempDir(), "raid.json")
+	if err := os.WriteFile(file, []byte(`{"logical_disks":[{"size_gb":"MAX","raid_level":"1","is_root_volume":true}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out = mustCLI(t, p, "node", "raid", "set", "--apply", "--wait", "r1", "@"+file)
+	if !strings.Contains(out, "r1: manageable, power off — done") {
+		t.Errorf("raid set --apply --wait:\n%s", out)
+	}
+	if err := json.Unmarshal([]byte(mustCLI(t, p, "node", "show", "r1", "-o", "json")), &n); err != nil {
+		t.Fatal(err)
+	}
+	lds, _ := n["raid_config"].(map[string]any)["logical_disks"].([]any)
+	if len(lds) != 1 || lds[0].(map[string]any)["is_root_volume"] != true || n["properties"].(map[string]any)["root_device"] == nil {
+		t.Errorf("after raid set --apply: raid_config %v properties %v", n["raid_config"], n["properties"])
 	}
 }

@@ -22,7 +22,7 @@ func newNodeCmd() *cobra.Command {
 	addClientFlags(cmd, o)
 	cmd.AddCommand(nodeListCmd(o), nodeShowCmd(o), nodeCreateCmd(o), nodeUpdateCmd(o), nodeDeleteCmd(o),
 		nodePowerCmd(o), nodeBootDeviceCmd(o), nodeMaintenanceCmd(o), nodeHistoryCmd(o), nodeInventoryCmd(o),
-		nodeBIOSCmd(o), nodeFirmwareCmd(o))
+		nodeBIOSCmd(o), nodeFirmwareCmd(o), nodeRAIDCmd(o))
 	for _, v := range provisionVerbs {
 		cmd.AddCommand(nodeProvisionCmd(o, v))
 	}
