@@ -78,27 +78,11 @@ func managementError(res proto.ManagementResult) error {
 // update), wakes the conductor and waits for its answer.
 func (s *Server) managementCall(c echo.Context, req proto.ManagementRequest, check func(n *proto.Node) error) (proto.ManagementResult, error) {
 	ctx := c.Request().Context()
-	ident := c.Param("node")
 	req.ID = uuid.NewString()
-	req.RequestedAt = time.Now().UTC()
-	n, err := s.store.UpdateNode(ctx, ident, func(n *proto.Node) error {
-		if check != nil {
-			if err := check(n); err != nil {
-				return err
-			}
-		}
-		fs, _ := flowstate.Read(n, flowstate.PartWork)
-		if cur := fs.ManagementRequest; cur != nil && req.RequestedAt.Sub(cur.RequestedAt) < s.conductorWait {
-			return conflict("Node %s has a boot device request in progress, please retry after it is completed.", n.UUID)
-		}
-		fs.ManagementRequest = &req
-		flowstate.Write(n, fs, flowstate.PartWork)
-		return nil
-	})
+	n, err := s.recordManagement(c, req, check)
 	if err != nil {
-		return proto.ManagementResult{}, s.storeError(err, "Node", ident)
+		return proto.ManagementResult{}, err
 	}
-	s.notify(n.UUID)
 	res, err := s.awaitManagement(ctx, n.UUID, req.ID)
 	if err != nil {
 		// Withdraw the request unless the conductor has taken it up.
@@ -119,6 +103,36 @@ func (s *Server) managementCall(c echo.Context, req proto.ManagementRequest, che
 		return res, err
 	}
 	return res, nil
+}
+
+// recordManagement records req on the node (after check, inside the same
+// update) and wakes the node's conductor; an earlier request the
+// conductor has not answered yet makes it a 409.
+func (s *Server) recordManagement(c echo.Context, req proto.ManagementRequest, check func(n *proto.Node) error) (*proto.Node, error) {
+	ident := c.Param("node")
+	if req.ID == "" {
+		req.ID = uuid.NewString()
+	}
+	req.RequestedAt = time.Now().UTC()
+	n, err := s.store.UpdateNode(c.Request().Context(), ident, func(n *proto.Node) error {
+		if check != nil {
+			if err := check(n); err != nil {
+				return err
+			}
+		}
+		fs, _ := flowstate.Read(n, flowstate.PartWork)
+		if cur := fs.ManagementRequest; cur != nil && req.RequestedAt.Sub(cur.RequestedAt) < s.conductorWait {
+			return conflict("Node %s has a boot device request in progress, please retry after it is completed.", n.UUID)
+		}
+		fs.ManagementRequest = &req
+		flowstate.Write(n, fs, flowstate.PartWork)
+		return nil
+	})
+	if err != nil {
+		return nil, s.storeError(err, "Node", ident)
+	}
+	s.notify(n.UUID)
+	return n, nil
 }
 
 var errNoAnswer = errors.New("no answer from the conductor")

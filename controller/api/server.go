@@ -82,6 +82,9 @@ type Server struct {
 	// portgroups serves /v1/portgroups, as chassis does /v1/chassis.
 	portgroups    *resource[proto.Portgroup]
 	portgroupsErr error
+	// hardware serves nodes' /bios and /firmware (hardware.go).
+	hardware    *store.NodeHardware
+	hardwareErr error
 }
 
 // New builds the API with every route mounted. It panics on an invalid
@@ -221,6 +224,8 @@ func (s *Server) routes() {
 	s.mountStepResources(e)
 	s.mountAllocations(e)
 	s.routePortgroups(e)
+	s.mountHardware(e)
+	s.mountManagementOps(e) // mgmtops.go
 }
 
 // baseURL is the scheme and host clients reached us at; links are built on it.

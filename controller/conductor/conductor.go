@@ -111,6 +111,8 @@ type Conductor struct {
 	power *powerSync
 	wakes wakes
 	alloc *allocator
+
+	hwState // node BIOS/firmware records (hwsteps.go)
 }
 
 // New builds a conductor; Run starts it.

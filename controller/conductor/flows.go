@@ -59,6 +59,7 @@ func (f *flow) act(ctx context.Context) error {
 func (f *flow) input(ctx context.Context, fs flowstate.State) decide.Input {
 	in := decide.Input{Node: f.n, State: fs, Deploy: f.ifs.Deploy, Now: time.Now(), Config: f.c.decideConfig()}
 	in.DeploySteps, in.TemplateErr = f.deploySteps(ctx, fs.UserDeploySteps)
+	in.DriverSteps = driverSteps(f.n, f.ifs.Management) // hwsteps.go
 	return in
 }
 
@@ -153,7 +154,7 @@ func (f *flow) do(ctx context.Context, a decide.Action) (decide.Event, error) {
 			return nil, nil
 		}
 		res, err := f.c.cfg.Agent.GetSteps(ctx, agentOf(n), a.Kind, nodeForAgent(n), f.portsNoErr(ctx))
-		return decide.AgentStepsListed{Kind: a.Kind, Result: res, Err: err, HeartbeatAt: a.HeartbeatAt}, nil
+		return decide.AgentStepsListed{Kind: a.Kind, Result: res, Err: err, HeartbeatAt: a.HeartbeatAt, Refresh: a.Refresh}, nil
 	case decide.BuildImageArgs:
 		args, err := imageArgs(n)
 		if err != nil {
@@ -191,18 +192,23 @@ func (f *flow) do(ctx context.Context, a decide.Action) (decide.Event, error) {
 	case decide.AgentFinalizeRescue:
 		return nil, f.c.cfg.Agent.FinalizeRescue(ctx, agentOf(n), a.Password, false)
 	case decide.DriverStep:
-		return nil, f.conductorStep(ctx, a.Step)
+		return nil, f.execDriverStep(ctx, a.Step) // hwsteps.go
+	case decide.SetSecureBoot:
+		return nil, f.setSecureBoot(ctx, a.On)
+	case decide.RefreshHardware:
+		f.cacheBIOS(ctx)
+		f.cacheFirmware(ctx, nil)
 	case decide.Wake:
 		f.c.wakeAt(n.UUID, a.At)
 	case decide.ManagementCall:
-		st, err := f.managementCall(ctx, a.Request)
+		st, read, err := f.managementCall(ctx, a.Request)
 		if ctx.Err() != nil {
 			return nil, fatal{ctx.Err()} // stopping: the request stays for whoever runs next
 		}
 		if err != nil {
 			f.c.log.Warn("boot device request failed", "node", n.UUID, "op", a.Request.Op, "err", err)
 		}
-		return decide.ManagementAnswered{Request: a.Request, Device: st, Err: err}, nil
+		return decide.ManagementAnswered{Request: a.Request, Device: st, Read: read, Err: err}, nil
 	default:
 		return nil, fatal{fmt.Errorf("conductor: no executor for action %T", a)}
 	}
@@ -268,14 +274,6 @@ func (f *flow) prepareRamdisk(ctx context.Context, kernelArgs map[string]string)
 		}
 	}
 	return f.ifs.Boot.PrepareRamdisk(ctx, f.n, params)
-}
-
-// conductorStep runs a step the decision core hands to the node's
-// out-of-band interfaces (DriverStep: a step of Input.DriverSteps). No
-// interface offers such steps yet; one that does dispatches here by
-// s.Interface.
-func (f *flow) conductorStep(_ context.Context, s proto.StepCall) error {
-	return fmt.Errorf("no interface of node %s runs step %s.%s", f.n.UUID, s.Interface, s.Step.Step)
 }
 
 func (f *flow) portsNoErr(ctx context.Context) []*proto.Port {

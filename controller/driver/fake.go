@@ -43,7 +43,13 @@ func init() {
 type fakePower struct{ states sync.Map } // node UUID → proto.PowerState
 
 // fakeManagement holds each node's boot device as a BMC would.
-type fakeManagement struct{ devices sync.Map } // node UUID → BootDeviceState
+type fakeManagement struct {
+	devices    sync.Map // node UUID → BootDeviceState
+	secureBoot sync.Map // node UUID → bool (mgmtext.go)
+	leds       sync.Map // node UUID → indicator state
+	bootModes  sync.Map // node UUID → "uefi" | "bios"
+	nmis       sync.Map // node UUID → *atomic.Int64
+}
 type fakeBoot struct{}
 type fakeInspect struct{}
 

@@ -37,6 +37,11 @@ type Implementations struct {
 	Management map[string]Management
 	Boot       map[string]Boot
 	Inspect    map[string]Inspect
+	// The hardware-configuration interfaces (hwconfig.go, raid.go,
+	// firmware.go); a type without them leaves them nil.
+	BIOS     map[string]BIOS
+	RAID     map[string]RAID
+	Firmware map[string]Firmware
 }
 
 // Module is a hardware type with the constructor of its interfaces.
@@ -114,6 +119,9 @@ func load(env Env) error {
 			install(managers, "management", ifs.Management),
 			install(boots, "boot", ifs.Boot),
 			install(inspectors, "inspect", ifs.Inspect),
+			install(bioses, "bios", ifs.BIOS),
+			install(raids, "raid", ifs.RAID),
+			install(firmwares, "firmware", ifs.Firmware),
 		} {
 			if err != nil {
 				return err

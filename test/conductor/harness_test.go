@@ -172,7 +172,7 @@ func init() {
 		Supported: map[string][]string{
 			"power": {"scripted"}, "boot": {"scripted", "scripted-vmedia"}, "management": {"fake"},
 			"deploy": {"direct", "custom-agent", "fake"}, "inspect": {"agent", "fake"},
-			"network": {"noop"}, "storage": {"noop"}, "bios": {"no-bios"}, "console": {"no-console"},
+			"network": {"noop"}, "storage": {"noop"}, "bios": {"no-bios", "fake"}, "console": {"no-console"},
 			"firmware": {"no-firmware"}, "raid": {"no-raid"}, "rescue": {"no-rescue"}, "vendor": {"no-vendor"},
 		},
 		BootDevices: []string{"pxe", "disk"},

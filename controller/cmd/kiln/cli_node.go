@@ -21,7 +21,8 @@ func newNodeCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "node", Short: "Enroll, inspect, deploy and manage bare-metal nodes"}
 	addClientFlags(cmd, o)
 	cmd.AddCommand(nodeListCmd(o), nodeShowCmd(o), nodeCreateCmd(o), nodeUpdateCmd(o), nodeDeleteCmd(o),
-		nodePowerCmd(o), nodeBootDeviceCmd(o), nodeMaintenanceCmd(o), nodeHistoryCmd(o), nodeInventoryCmd(o))
+		nodePowerCmd(o), nodeBootDeviceCmd(o), nodeMaintenanceCmd(o), nodeHistoryCmd(o), nodeInventoryCmd(o),
+		nodeBIOSCmd(o), nodeFirmwareCmd(o), nodeRAIDCmd(o))
 	for _, v := range provisionVerbs {
 		cmd.AddCommand(nodeProvisionCmd(o, v))
 	}

@@ -106,10 +106,13 @@ type CreatePorts struct {
 type FakeDeploy struct{ OnError OnError }
 
 // AgentGetSteps asks the agent for its steps; the answer is
-// AgentStepsListed.
+// AgentStepsListed. Refresh asks again in the middle of a planned flow (an
+// out-of-band step rebooted the machine): the plan stays, the steps and
+// their hardware managers' versions are recorded anew.
 type AgentGetSteps struct {
 	Kind        proto.StepKind
 	HeartbeatAt time.Time
+	Refresh     bool
 }
 
 // BuildImageArgs builds write_image's arguments (image_info, rendered
@@ -157,6 +160,17 @@ type DriverStep struct {
 	OnError OnError
 }
 
+// SetSecureBoot turns UEFI Secure Boot on or off through the node's
+// management interface and records it in the node's secure_boot.
+type SetSecureBoot struct {
+	On      bool
+	OnError OnError
+}
+
+// RefreshHardware re-reads the node's BIOS settings and firmware
+// components into their cache (GET …/bios, …/firmware), best effort.
+type RefreshHardware struct{}
+
 // Wake asks for the node to be looked at again at At, when a wait it
 // entered would expire; the periodic scan remains the safety net (a wake
 // does not survive a restart).
@@ -190,6 +204,8 @@ func (AgentPartitionUUIDs) isAction() {}
 func (AgentFinalizeRescue) isAction() {}
 func (DriverStep) isAction()          {}
 func (ManagementCall) isAction()      {}
+func (SetSecureBoot) isAction()       {}
+func (RefreshHardware) isAction()     {}
 
 // ErrorRule is how the executor treats a failure of a: Ignore, or end the
 // list and report ActionFailed.
@@ -225,7 +241,9 @@ func ErrorRule(a Action) OnError {
 		return a.OnError
 	case DriverStep:
 		return a.OnError
-	case AgentPowerOff, AgentPartitionUUIDs:
+	case SetSecureBoot:
+		return a.OnError
+	case AgentPowerOff, AgentPartitionUUIDs, RefreshHardware:
 		return OnError{Ignore: true}
 	}
 	return OnError{}

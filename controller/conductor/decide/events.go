@@ -64,6 +64,8 @@ type (
 		Result      proto.StepsResult
 		Err         error
 		HeartbeatAt time.Time
+		// Refresh: the answer to AgentGetSteps{Refresh: true}.
+		Refresh bool
 	}
 	// ImageArgsBuilt carries write_image's arguments, built by the executor
 	// (rendering a config drive writes files), with the steps listed before.
@@ -85,7 +87,10 @@ type (
 	ManagementAnswered struct {
 		Request proto.ManagementRequest
 		Device  driver.BootDeviceState
-		Err     error
+		// Read is the rest of the answer: the indicators, an indicator's
+		// state, or the boot mode and secure boot read back after a change.
+		Read ManagementRead
+		Err  error
 	}
 	// ActionFailed says Action returned Err; the actions after it were not
 	// taken.

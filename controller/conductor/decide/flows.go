@@ -30,10 +30,15 @@ func startCleaning(in Input, req flowstate.Request) []Action {
 	n := in.Node
 	manual := isManualClean(n)
 	skip := !manual && n.AutomatedClean != nil && !*n.AutomatedClean
+	// Secure boot goes off before anything boots, as Ironic's redfish
+	// boot interface turns it off for cleaning.
+	acts := secureBoot(in, false, OnError{Prefix: fmt.Sprintf("Cleaning of node %s failed: ", n.UUID)})
+	if manual && !in.Deploy.Agent && hasDriverStep(in, req.CleanSteps) {
+		return append(acts, outOfBand(in, proto.StepClean, req.CleanSteps)...)
+	}
 	if skip || !in.Deploy.Agent {
 		// Nothing to run in-band: automated cleaning is off, or the deploy
 		// interface has no agent (fake).
-		var acts []Action
 		if !skip {
 			acts = append(acts, FakeDeploy{OnError: OnError{Prefix: fmt.Sprintf("Cleaning of node %s failed: ", n.UUID)}})
 		}
@@ -43,7 +48,7 @@ func startCleaning(in Input, req flowstate.Request) []Action {
 	if manual {
 		steps = req.CleanSteps
 	}
-	return bootRamdiskThenWait(in, nil, func(_ *proto.Node, s *flowstate.State) { s.ManualCleanSteps = steps })
+	return append(acts, bootRamdiskThenWait(in, nil, func(_ *proto.Node, s *flowstate.State) { s.ManualCleanSteps = steps })...)
 }
 
 // startDeploy begins deploy or rebuild.
@@ -60,6 +65,8 @@ func startDeploy(in Input, req flowstate.Request) []Action {
 		if err != nil {
 			return fail(in, err.Error())
 		}
+		// The ramdisk is the instance: secure boot goes on before it boots.
+		acts = append(secureBoot(in, true, OnError{Prefix: fmt.Sprintf("Deploy of node %s failed: ", n.UUID)}), acts...)
 		return append(acts, done(nil))
 	}
 	if !d.Agent {
@@ -173,6 +180,9 @@ func startService(in Input, req flowstate.Request) []Action {
 	if len(steps) == 0 {
 		return fail(in, fmt.Sprintf("Node %s: servicing needs service_steps", n.UUID))
 	}
+	if !in.Deploy.Agent && hasDriverStep(in, steps) {
+		return outOfBand(in, proto.StepService, steps)
+	}
 	if !in.Deploy.Agent {
 		return []Action{FakeDeploy{OnError: OnError{Prefix: fmt.Sprintf("Servicing of node %s failed: ", n.UUID)}}, done(nil)}
 	}
@@ -227,5 +237,6 @@ func bootInstance(in Input, onErr OnError) []Action {
 	}
 	acts = append(acts, power(proto.PowerOff, onErr)...)
 	acts = append(acts, CleanUpRamdisk{OnError: onErr}, PrepareInstance{OnError: onErr})
+	acts = append(acts, secureBoot(in, true, onErr)...)
 	return append(acts, power(proto.PowerOn, onErr)...)
 }

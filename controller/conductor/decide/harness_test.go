@@ -97,6 +97,9 @@ func words(acts []Action) []string {
 			w = "fake deploy"
 		case AgentGetSteps:
 			w = "agent get " + string(a.Kind) + " steps"
+			if a.Refresh {
+				w += " again"
+			}
 		case BuildImageArgs:
 			w = "build image args"
 		case AgentCommands:
@@ -113,6 +116,10 @@ func words(acts []Action) []string {
 			w = "driver step " + stepLabel(a.Step)
 		case ManagementCall:
 			w = "management " + a.Request.Op
+		case SetSecureBoot:
+			w = fmt.Sprintf("secure boot %v", a.On)
+		case RefreshHardware:
+			w = "refresh hardware"
 		default:
 			w = fmt.Sprintf("%T", a)
 		}

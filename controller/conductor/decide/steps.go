@@ -43,6 +43,12 @@ func heartbeat(in Input, at time.Time) []Action {
 	case s.Steps == nil:
 		// First heartbeat of a freshly booted agent: learn its steps.
 		return append(acts, AgentGetSteps{Kind: kind, HeartbeatAt: at})
+	case !s.StepSent && s.CachedStepsVersions == nil:
+		// An agent booted in the middle of the plan (an out-of-band step
+		// rebooted the machine, and the power change forgot the agent):
+		// its steps and versions are learnt again, as Ironic refreshes
+		// them after a step's reboot; the plan stays.
+		return append(acts, AgentGetSteps{Kind: kind, HeartbeatAt: at, Refresh: true})
 	case !s.StepSent || s.StepIndex >= len(s.Steps):
 		return append(acts, runSteps(in, kind, at)...)
 	}
@@ -55,6 +61,15 @@ func stepsListed(in Input, ev AgentStepsListed) []Action {
 	n := in.Node
 	if ev.Err != nil {
 		return fail(in, fmt.Sprintf("Node %s: getting %s steps from the agent at %s failed: %v", n.UUID, ev.Kind, agentURL(in), ev.Err))
+	}
+	if ev.Refresh {
+		record := func(s *flowstate.State) {
+			s.SetCachedSteps(ev.Kind, ev.Result.Steps)
+			s.CachedStepsVersions = ev.Result.HardwareManagerVersion
+		}
+		next := in
+		record(&next.State)
+		return append([]Action{Update{Flow: record}}, runSteps(next, ev.Kind, ev.HeartbeatAt)...)
 	}
 	if ev.Kind == proto.StepDeploy && in.Deploy.WritesImage {
 		return []Action{BuildImageArgs{Listed: ev, OnError: OnError{Prefix: "Node " + n.UUID + ": "}}}
@@ -152,6 +167,12 @@ func runSteps(in Input, kind proto.StepKind, hbAt time.Time) []Action {
 			}
 			next := idx + 1
 			acts = append(acts, Update{Flow: func(s *flowstate.State) { s.StepIndex = next }})
+			if !deployOwn && step.RebootRequested && agentURL(in) != "" && next < len(s.Steps) {
+				// The step rebooted the machine, and the agent with it:
+				// the agent's next heartbeat (after its lookup) runs the
+				// next step.
+				return append(acts, Update{Move: state.EvWait}, Wake{At: in.Now.Add(in.Config.CallbackTimeout)})
+			}
 			continue
 		}
 		// An agent step: hand it over and wait for the heartbeat that says it is done.
@@ -196,7 +217,8 @@ func conductorStep(in Input, s proto.StepCall) []Action {
 			acts = append(acts, AgentPartitionUUIDs{})
 		}
 		// The boot interface makes the disk the boot device.
-		return append(acts, PrepareInstance{OnError: onErr})
+		acts = append(acts, PrepareInstance{OnError: onErr})
+		return append(acts, secureBoot(in, true, onErr)...)
 	case "tear_down_agent":
 		var acts []Action
 		if agentURL(in) != "" {
@@ -221,10 +243,20 @@ func finishSteps(in Input, kind proto.StepKind, cur proto.ProvisionState) []Acti
 		if agentURL(in) != "" {
 			acts = append(acts, AgentPowerOff{Timeout: finishAgentTimeout})
 		}
+		// Cleaning ends with the machine off, out-of-band steps or not.
 		acts = append(acts, power(proto.PowerOff, OnError{Prefix: fmt.Sprintf("Failed to tear down cleaning on node %s: ", n.UUID)})...)
-		acts = append(acts, CleanUpRamdisk{OnError: OnError{Ignore: true}})
+		if in.Deploy.Agent { // else out of band only: no ramdisk booted
+			acts = append(acts, CleanUpRamdisk{OnError: OnError{Ignore: true}})
+		}
+		if hasHardwareCache(in) {
+			// Ironic caches the BIOS settings (and firmware components)
+			// once cleaning is done.
+			acts = append(acts, RefreshHardware{})
+		}
 	case proto.StepService:
-		acts = append(acts, bootInstance(in, OnError{Prefix: fmt.Sprintf("Failed to boot node %s back into its instance after servicing: ", n.UUID)})...)
+		if in.Deploy.Agent {
+			acts = append(acts, bootInstance(in, OnError{Prefix: fmt.Sprintf("Failed to boot node %s back into its instance after servicing: ", n.UUID)})...)
+		}
 	}
 	if waitStates[cur] {
 		acts = append(acts, Update{Move: state.EvResume})

@@ -62,10 +62,10 @@ func (v Variant) Type() driver.HardwareType {
 			"deploy":     {"direct", "custom-agent", "ramdisk"},
 			"network":    {"noop", "flat"},
 			"storage":    {"noop"},
-			"bios":       {"no-bios"},
+			"bios":       {v.Interface, "no-bios"},
 			"console":    {"no-console"},
-			"firmware":   {"no-firmware"},
-			"raid":       {"no-raid"},
+			"firmware":   {v.Interface, "no-firmware"},
+			"raid":       {v.Interface, "no-raid"},
 			"rescue":     {"no-rescue"},
 			"vendor":     {"no-vendor"},
 		},
@@ -103,5 +103,8 @@ func (v Variant) New(env driver.Env) (driver.Implementations, error) {
 		Management: map[string]driver.Management{v.Interface: mgmt},
 		Boot:       map[string]driver.Boot{v.Interface + "-virtual-media": &VirtualMediaBoot{Pool: pool, ISO: iso, Mgmt: mgmt}},
 		Inspect:    map[string]driver.Inspect{v.Interface: &Inspect{Pool: pool}},
+		BIOS:       map[string]driver.BIOS{v.Interface: &BIOS{Pool: pool}},
+		RAID:       map[string]driver.RAID{v.Interface: &RAID{Pool: pool}},
+		Firmware:   map[string]driver.Firmware{v.Interface: &Firmware{Pool: pool}},
 	}, nil
 }
