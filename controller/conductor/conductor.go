@@ -259,22 +259,22 @@ func (c *Conductor) worker(ctx context.Context) {
 func (c *Conductor) scanLoop(ctx context.Context) { every(ctx, c.cfg.ScanInterval, c.scan) }
 
 // scan queues every owned node that has work: a recorded request, a pending
-// power or boot-device change, an agent heartbeat, or an expired wait.
+// power or boot-device change, an agent heartbeat, or an expired wait. The
+// store selects them by index (store.WorkQuery), so a round costs what the
+// nodes with work cost, not what the fleet does.
 func (c *Conductor) scan(ctx context.Context) {
-	nodes, err := c.st.ListNodes(ctx, store.NodeQuery{})
+	now := time.Now()
+	uuids, err := c.st.NodesWithWork(ctx, store.WorkQuery{ConductorGroup: c.cfg.Group,
+		HeartbeatBefore: now.Add(-c.cfg.AgentHeartbeatTimeout), WaitBefore: now.Add(-c.cfg.CallbackTimeout)})
 	if err != nil {
 		if ctx.Err() == nil {
 			c.log.Warn("scan nodes", "err", err)
 		}
 		return
 	}
-	now := time.Now()
-	for _, n := range nodes {
-		if !c.ownsNode(n) || n.Reservation != nil {
-			continue
-		}
-		if hasWork(n) || c.waitExpired(n, now) {
-			c.enqueue(n.UUID)
+	for _, u := range uuids {
+		if c.owns(u) {
+			c.enqueue(u)
 		}
 	}
 }
