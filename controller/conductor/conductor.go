@@ -101,8 +101,11 @@ type Conductor struct {
 
 	mu     sync.Mutex
 	ring   *Ring
-	queued map[string]bool
+	queued map[string]lane
+	// queue holds the nodes to look at; agents holds those whose agent
+	// heartbeated, which the workers take first (see queue.go).
 	queue  chan string
+	agents chan string
 
 	// latency of heartbeat → next command, for reporting.
 	lat *latencies
@@ -121,8 +124,9 @@ func New(cfg Config) *Conductor {
 		st:     cfg.Store,
 		log:    cfg.Log.With("conductor", cfg.Name),
 		ring:   NewRing([]string{cfg.Name}),
-		queued: map[string]bool{},
+		queued: map[string]lane{},
 		queue:  make(chan string, 65536),
+		agents: make(chan string, 65536),
 		lat:    &latencies{},
 	}
 	c.power = newPowerSync(c)
@@ -177,33 +181,6 @@ func (c *Conductor) Run(ctx context.Context) error {
 	return nil
 }
 
-// Notify asks for node uuid to be looked at now (a request was recorded, an
-// agent heartbeated). Nodes owned by another conductor are left to it.
-func (c *Conductor) Notify(uuid string) {
-	if !c.owns(uuid) {
-		return
-	}
-	c.enqueue(uuid)
-}
-
-func (c *Conductor) enqueue(uuid string) {
-	c.mu.Lock()
-	if c.queued[uuid] {
-		c.mu.Unlock()
-		return
-	}
-	c.queued[uuid] = true
-	c.mu.Unlock()
-	select {
-	case c.queue <- uuid:
-	default:
-		// The queue is full; the next scan finds the node again.
-		c.mu.Lock()
-		delete(c.queued, uuid)
-		c.mu.Unlock()
-	}
-}
-
 func (c *Conductor) owns(uuid string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -241,20 +218,6 @@ func (c *Conductor) refreshRing(ctx context.Context) error {
 	return nil
 }
 
-func (c *Conductor) worker(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case uuid := <-c.queue:
-			c.mu.Lock()
-			delete(c.queued, uuid)
-			c.mu.Unlock()
-			c.process(ctx, uuid)
-		}
-	}
-}
-
 // scanLoop looks for owned nodes with work every ScanInterval.
 func (c *Conductor) scanLoop(ctx context.Context) { every(ctx, c.cfg.ScanInterval, c.scan) }
 
@@ -274,7 +237,7 @@ func (c *Conductor) scan(ctx context.Context) {
 	}
 	for _, u := range uuids {
 		if c.owns(u) {
-			c.enqueue(u)
+			c.enqueue(u, laneWork)
 		}
 	}
 }
