@@ -26,6 +26,15 @@ func (s *Server) notify(uuid string) {
 	}
 }
 
+// notifyHeartbeat wakes the conductor for an agent waiting on it.
+func (s *Server) notifyHeartbeat(uuid string) {
+	if s.notifyAgent != nil {
+		s.notifyAgent(uuid)
+		return
+	}
+	s.notify(uuid)
+}
+
 // lookupDoc is the answer to GET /v1/lookup and, from 1.84, to
 // continue_inspection.
 func (s *Server) lookupDoc(c echo.Context, n *proto.Node, token string) proto.LookupResponse {
@@ -170,7 +179,7 @@ func (s *Server) heartbeat(c echo.Context) error {
 		return s.storeError(err, "Node", ident)
 	}
 	if act {
-		s.notify(view.UUID)
+		s.notifyHeartbeat(view.UUID)
 	}
 	return c.NoContent(http.StatusAccepted)
 }

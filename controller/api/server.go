@@ -29,6 +29,9 @@ type Config struct {
 	// work for it (a provision, power or boot-device request, an agent
 	// heartbeat), so the conductor acts at once instead of at its next scan.
 	Notify func(nodeUUID string)
+	// NotifyAgent, when set, is Notify for an agent heartbeat the
+	// conductor must act on: its agent waits for the next command.
+	NotifyAgent func(nodeUUID string)
 	// AgentHeartbeatTimeout is the heartbeat_timeout handed to agents at
 	// lookup [60s].
 	AgentHeartbeatTimeout time.Duration
@@ -62,6 +65,7 @@ type Server struct {
 	log                   *slog.Logger
 	echo                  *echo.Echo
 	notifier              func(string)
+	notifyAgent           func(string)
 	agentHeartbeatTimeout time.Duration
 	events                *events.Bus
 	agentLimit            *ratelimit.Limiter
@@ -103,7 +107,8 @@ func New(cfg Config) *Server {
 		cfg.LockWait = DefaultLockWait
 	}
 	s := &Server{store: cfg.Store, conductor: cfg.Conductor, log: cfg.Logger, notifier: cfg.Notify, agentHeartbeatTimeout: cfg.AgentHeartbeatTimeout, events: cfg.Events,
-		conductorWait: cfg.ConductorWait, lockWait: cfg.LockWait, discovery: cfg.Discovery, notifyAllocation: cfg.NotifyAllocation}
+		conductorWait: cfg.ConductorWait, lockWait: cfg.LockWait, discovery: cfg.Discovery, notifyAllocation: cfg.NotifyAllocation,
+		notifyAgent: cfg.NotifyAgent}
 	s.agentLimit = agentLimiter(cfg.AgentLimit)
 	limits, err := bodyLimits(cfg.BodyLimits)
 	if err != nil {

@@ -101,8 +101,11 @@ type Conductor struct {
 
 	mu     sync.Mutex
 	ring   *Ring
-	queued map[string]bool
+	queued map[string]lane
+	// queue holds the nodes to look at; agents holds those whose agent
+	// heartbeated, which the workers take first (see queue.go).
 	queue  chan string
+	agents chan string
 
 	// latency of heartbeat → next command, for reporting.
 	lat *latencies
@@ -123,8 +126,9 @@ func New(cfg Config) *Conductor {
 		st:     cfg.Store,
 		log:    cfg.Log.With("conductor", cfg.Name),
 		ring:   NewRing([]string{cfg.Name}),
-		queued: map[string]bool{},
+		queued: map[string]lane{},
 		queue:  make(chan string, 65536),
+		agents: make(chan string, 65536),
 		lat:    &latencies{},
 	}
 	c.power = newPowerSync(c)
@@ -179,33 +183,6 @@ func (c *Conductor) Run(ctx context.Context) error {
 	return nil
 }
 
-// Notify asks for node uuid to be looked at now (a request was recorded, an
-// agent heartbeated). Nodes owned by another conductor are left to it.
-func (c *Conductor) Notify(uuid string) {
-	if !c.owns(uuid) {
-		return
-	}
-	c.enqueue(uuid)
-}
-
-func (c *Conductor) enqueue(uuid string) {
-	c.mu.Lock()
-	if c.queued[uuid] {
-		c.mu.Unlock()
-		return
-	}
-	c.queued[uuid] = true
-	c.mu.Unlock()
-	select {
-	case c.queue <- uuid:
-	default:
-		// The queue is full; the next scan finds the node again.
-		c.mu.Lock()
-		delete(c.queued, uuid)
-		c.mu.Unlock()
-	}
-}
-
 func (c *Conductor) owns(uuid string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -243,40 +220,26 @@ func (c *Conductor) refreshRing(ctx context.Context) error {
 	return nil
 }
 
-func (c *Conductor) worker(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case uuid := <-c.queue:
-			c.mu.Lock()
-			delete(c.queued, uuid)
-			c.mu.Unlock()
-			c.process(ctx, uuid)
-		}
-	}
-}
-
 // scanLoop looks for owned nodes with work every ScanInterval.
 func (c *Conductor) scanLoop(ctx context.Context) { every(ctx, c.cfg.ScanInterval, c.scan) }
 
 // scan queues every owned node that has work: a recorded request, a pending
-// power or boot-device change, an agent heartbeat, or an expired wait.
+// power or boot-device change, an agent heartbeat, or an expired wait. The
+// store selects them by index (store.WorkQuery), so a round costs what the
+// nodes with work cost, not what the fleet does.
 func (c *Conductor) scan(ctx context.Context) {
-	nodes, err := c.st.ListNodes(ctx, store.NodeQuery{})
+	now := time.Now()
+	uuids, err := c.st.NodesWithWork(ctx, store.WorkQuery{ConductorGroup: c.cfg.Group,
+		HeartbeatBefore: now.Add(-c.cfg.AgentHeartbeatTimeout), WaitBefore: now.Add(-c.cfg.CallbackTimeout)})
 	if err != nil {
 		if ctx.Err() == nil {
 			c.log.Warn("scan nodes", "err", err)
 		}
 		return
 	}
-	now := time.Now()
-	for _, n := range nodes {
-		if !c.ownsNode(n) || n.Reservation != nil {
-			continue
-		}
-		if hasWork(n) || c.waitExpired(n, now) {
-			c.enqueue(n.UUID)
+	for _, u := range uuids {
+		if c.owns(u) {
+			c.enqueue(u, laneWork)
 		}
 	}
 }

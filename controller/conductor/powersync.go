@@ -295,7 +295,13 @@ func (c *Conductor) releaseAndRequeue(ctx context.Context, uuid string) {
 		err := c.st.Release(rctx, uuid, c.cfg.Name)
 		if err == nil || errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrNotReserved) {
 			if fresh, err := c.st.GetNode(rctx, uuid); err == nil && fresh.Reservation == nil && hasWork(fresh) && ctx.Err() == nil {
-				c.Notify(uuid)
+				// A heartbeat that came while the node was held (its agent
+				// finished a command at once) keeps its place ahead.
+				if fs, _ := flowstate.Read(fresh, flowstate.PartWork); !fs.HeartbeatPending.IsZero() {
+					c.NotifyAgent(uuid)
+				} else {
+					c.Notify(uuid)
+				}
 			}
 			cancel()
 			return

@@ -11,40 +11,19 @@ import (
 	"github.com/kilnhq/kiln/controller/conductor/decide"
 	"github.com/kilnhq/kiln/controller/driver"
 	"github.com/kilnhq/kiln/controller/flowstate"
+	"github.com/kilnhq/kiln/controller/nodework"
 	"github.com/kilnhq/kiln/controller/secrets"
-	"github.com/kilnhq/kiln/controller/state"
 	"github.com/kilnhq/kiln/controller/store"
 	"github.com/kilnhq/kiln/proto"
 )
 
-// hasWork reports whether n carries something for its conductor to do.
-func hasWork(n *proto.Node) bool {
-	fs, _ := flowstate.Read(n, flowstate.PartWork)
-	if fs.Request != nil || fs.BootDevicePending || !fs.HeartbeatPending.IsZero() || fs.InspectionPending || fs.ManagementRequest != nil {
-		return true
-	}
-	if n.TargetPowerState != nil {
-		return true
-	}
-	// A flow interrupted between steps (a conductor died) resumes.
-	return state.IsTransient(n.ProvisionState) && !decide.IsWait(n.ProvisionState)
-}
+// hasWork reports whether n carries something for its conductor to do now.
+func hasWork(n *proto.Node) bool { return nodework.Now(n) }
 
 // decideConfig is the part of the configuration decisions depend on.
 func (c *Conductor) decideConfig() decide.Config {
 	return decide.Config{APIURL: c.cfg.APIURL, CallbackTimeout: c.cfg.CallbackTimeout, AgentHeartbeatTimeout: c.cfg.AgentHeartbeatTimeout,
 		InspectionRules: c.cfg.InspectionRules}
-}
-
-// waitExpired reports whether n has waited for its agent too long: no first
-// heartbeat within CallbackTimeout, or a running agent silent for longer than
-// the heartbeat timeout it was given.
-func (c *Conductor) waitExpired(n *proto.Node, now time.Time) bool {
-	if !decide.IsWait(n.ProvisionState) {
-		return false
-	}
-	fs, _ := flowstate.Read(n, flowstate.PartAgent)
-	return decide.TimeoutReason(decide.Input{Node: n, State: fs, Now: now, Config: c.decideConfig()}) != ""
 }
 
 // process takes node uuid's reservation, does what it needs, and releases it.

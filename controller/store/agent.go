@@ -184,6 +184,9 @@ func (s *sqlStore) RecordAgent(ctx context.Context, seen AgentView, set []KeyVal
 		provCol = ", provision_updated_at = ?"
 		args = append(args, now.UnixMicro())
 	}
+	workCols, workArgs := agentWork(seen, set)
+	provCol += workCols
+	args = append(args, workArgs...)
 	args = append(args, now.UnixMicro(), seen.id, string(seen.ProvisionState), seen.Maintenance,
 		deref(seen.Reservation), seen.Token, seen.URL)
 	urlCond := "COALESCE(" + s.d.jsonText("driver_internal_info", proto.InfoAgentURL) + ", '') = ?"

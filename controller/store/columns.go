@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kilnhq/kiln/controller/nodework"
 	"github.com/kilnhq/kiln/proto"
 )
 
@@ -15,7 +16,8 @@ import (
 // cannot drift from the document.
 var nodeColumns = []string{"uuid", "name", "driver", "provision_state", "power_state", "maintenance",
 	"instance_uuid", "conductor_group", "resource_class", "owner", "fault", "reservation",
-	"created_at", "updated_at", "provision_updated_at", "chassis_uuid", "shard", "parent_node", "instance_name", "doc", "masked_doc"}
+	"created_at", "updated_at", "provision_updated_at", "chassis_uuid", "shard", "parent_node", "instance_name", "doc", "masked_doc",
+	"work_now", "wait_heartbeat", "wait_since"}
 
 // nodeValues extracts the indexed columns and the JSON document from n. The
 // document leaves out Reservation (the reservation column is authoritative, so
@@ -32,6 +34,7 @@ func nodeValues(n *proto.Node) ([]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode node %s: %w", n.UUID, err)
 	}
+	w := nodework.WaitOf(n)
 	power := ""
 	if n.PowerState != nil {
 		power = string(*n.PowerState)
@@ -39,7 +42,8 @@ func nodeValues(n *proto.Node) ([]any, error) {
 	return []any{n.UUID, nullable(n.Name), n.Driver, string(n.ProvisionState), power, n.Maintenance,
 		deref(n.InstanceUUID), n.ConductorGroup, deref(n.ResourceClass), deref(n.Owner), deref(n.Fault),
 		nullable(n.Reservation), micros(n.CreatedAt), micros(n.UpdatedAt), micros(n.ProvisionUpdatedAt), chassisRef(n.ChassisUUID),
-		chassisRef(n.Shard), chassisRef(n.ParentNode), chassisRef(n.InstanceName), string(b), string(masked)}, nil
+		chassisRef(n.Shard), chassisRef(n.ParentNode), chassisRef(n.InstanceName), string(b), string(masked),
+		nodework.Now(n), waitMicros(w.LastHeartbeat), waitMicros(w.Since)}, nil
 }
 
 // chassisRef is a nullable reference column (nodes.chassis_uuid, shard,

@@ -51,7 +51,11 @@ func openPostgres(ctx context.Context, dsn string, opts Options) (Store, error) 
 		db.Close()
 		return nil, fmt.Errorf("open PostgreSQL store: %w", err)
 	}
-	if err := migrate(ctx, db, postgresDialect, opts.Now()); err != nil {
+	err = migrate(ctx, db, postgresDialect, opts.Now())
+	if err == nil {
+		err = deriveWork(ctx, db, postgresDialect)
+	}
+	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open PostgreSQL store: %w", err)
 	}

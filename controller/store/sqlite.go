@@ -96,7 +96,11 @@ func openSQLite(ctx context.Context, path string, opts Options) (Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("open SQLite store %s: %w", path, err)
 	}
-	if err := migrate(ctx, w, sqliteDialect, opts.Now()); err != nil {
+	err = migrate(ctx, w, sqliteDialect, opts.Now())
+	if err == nil {
+		err = deriveWork(ctx, w, sqliteDialect)
+	}
+	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("open SQLite store %s: %w", path, err)
 	}

@@ -86,6 +86,9 @@ type Store interface {
 	// conditional UPDATE that applies only while the node is as seen; false
 	// when it changed since, and then nothing was written.
 	RecordAgent(ctx context.Context, seen AgentView, set []KeyValue, touchProvision bool) (bool, error)
+	// NodesWithWork lists, by index and without reading documents, the
+	// free nodes a conductor's scan should look at (see WorkQuery).
+	NodesWithWork(ctx context.Context, q WorkQuery) ([]string, error)
 
 	// Reserve takes the node's reservation for conductor, atomically, when it
 	// is free or held by a conductor that is not alive (not registered, or no

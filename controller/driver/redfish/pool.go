@@ -1,6 +1,7 @@
 package redfish
 
 import (
+	"container/list"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -25,6 +26,13 @@ import (
 // client, the service root, the cached session and the per-BMC limits. Every
 // node whose driver_info names that account shares it, so a controller
 // holds at most one session per BMC however many operations run.
+//
+// What it holds is bounded whatever the fleet's size: the connections share
+// one HTTP transport per TLS setting, which keeps at most maxIdleSockets
+// idle sockets in all (closing the least recently used), and the pool keeps
+// at most maxConns accounts, forgetting (and logging out of) the least
+// recently used one beyond that and any unused for connIdle. An account
+// forgotten while an operation still runs on it finishes that operation.
 type Pool struct {
 	limits Limits
 	log    *slog.Logger
@@ -33,23 +41,44 @@ type Pool struct {
 	hwType string
 	forced []Quirk
 
+	maxConns int
+	connIdle time.Duration
+	now      func() time.Time
+
 	mu     sync.Mutex
-	conns  map[string]*conn
+	conns  map[string]*list.Element // of *conn, most recently used first
+	lru    list.List
+	bases  map[string]*http.Transport // by TLS setting
 	closed bool
 }
+
+// Bounds of a pool (see Pool): accounts kept, how long an unused one is
+// kept, idle sockets kept across all BMCs. Ironic's connection cache keeps
+// 1,000 accounts; a conductor syncing power every minute reuses each of its
+// BMCs' accounts well within connIdle.
+const (
+	defaultMaxConns = 4096
+	defaultConnIdle = 10 * time.Minute
+	maxIdleSockets  = 256
+)
 
 // NewPool returns an empty pool whose connections obey l; a nil log means
 // slog.Default() at the time of each message.
 func NewPool(l Limits, log *slog.Logger) *Pool {
-	return &Pool{limits: l, log: log, conns: map[string]*conn{}}
+	return &Pool{limits: l, log: log, conns: map[string]*list.Element{}, bases: map[string]*http.Transport{},
+		maxConns: defaultMaxConns, connIdle: defaultConnIdle, now: time.Now}
 }
 
 // Close logs out every cached session and forgets the connections. The pool
 // stays usable: a later operation opens new sessions.
 func (p *Pool) Close(ctx context.Context) error {
 	p.mu.Lock()
-	conns := p.conns
-	p.conns = map[string]*conn{}
+	var conns []*conn
+	for e := p.lru.Front(); e != nil; e = e.Next() {
+		conns = append(conns, e.Value.(*conn))
+	}
+	p.conns = map[string]*list.Element{}
+	p.lru.Init()
 	p.mu.Unlock()
 	var errs []error
 	var wg sync.WaitGroup
@@ -66,10 +95,14 @@ func (p *Pool) Close(ctx context.Context) error {
 				errs = append(errs, fmt.Errorf("log out of %s: %w", c.endpoint, err))
 				emu.Unlock()
 			}
-			c.base.CloseIdleConnections()
 		}()
 	}
 	wg.Wait()
+	p.mu.Lock()
+	for _, b := range p.bases {
+		b.CloseIdleConnections()
+	}
+	p.mu.Unlock()
 	return errors.Join(errs...)
 }
 
@@ -78,7 +111,8 @@ func (p *Pool) Sessions() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := 0
-	for _, c := range p.conns {
+	for e := p.lru.Front(); e != nil; e = e.Next() {
+		c := e.Value.(*conn)
 		c.tr.mu.Lock()
 		if c.tr.token != "" {
 			n++
@@ -90,9 +124,10 @@ func (p *Pool) Sessions() int {
 
 // conn is one BMC account's connection.
 type conn struct {
+	key      string
 	endpoint string
-	base     *http.Transport
 	tr       *transport
+	lastUsed time.Time // under Pool.mu
 	http     *http.Client
 
 	bootMu sync.Mutex // serializes read-modify-write of boot overrides
@@ -108,9 +143,54 @@ func (p *Pool) conn(in Info) (*conn, error) {
 	key := fmt.Sprintf("%s\x00%s\x00%v\x00%s", in.Endpoint, in.Username, in.VerifyCA, in.CAFile)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if c, ok := p.conns[key]; ok {
+	now := p.now()
+	if e, ok := p.conns[key]; ok {
+		c := e.Value.(*conn)
+		c.lastUsed = now
+		p.lru.MoveToFront(e)
 		c.tr.setCredentials(in.Username, in.Password, in.AuthType) // never blocks long: logins hold loginMu
 		return c, nil
+	}
+	base, err := p.base(in)
+	if err != nil {
+		return nil, err
+	}
+	l := p.limits.withDefaults()
+	tr := newTransport(base, in.Endpoint, in.Username, in.Password, in.AuthType, l, p.log)
+	tr.hwType = p.hwType
+	c := &conn{key: key, endpoint: in.Endpoint, tr: tr, http: &http.Client{Transport: tr}, systems: map[string]string{}, lastUsed: now}
+	p.conns[key] = p.lru.PushFront(c)
+	p.evict(now)
+	return c, nil
+}
+
+// evict forgets the accounts beyond maxConns and those unused for
+// connIdle, least recently used first, and logs out of their sessions in
+// the background. Called with p.mu held.
+func (p *Pool) evict(now time.Time) {
+	for e := p.lru.Back(); e != nil; e = p.lru.Back() {
+		c := e.Value.(*conn)
+		if p.lru.Len() <= p.maxConns && now.Sub(c.lastUsed) < p.connIdle {
+			return
+		}
+		p.lru.Remove(e)
+		delete(p.conns, c.key)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), c.tr.limits.RequestTimeout)
+			defer cancel()
+			if err := c.tr.logout(ctx); err != nil {
+				c.tr.logger().Warn("log out of an unused BMC session", "bmc", c.endpoint, "err", err)
+			}
+		}()
+	}
+}
+
+// base returns the HTTP transport shared by the connections with in's TLS
+// setting. Called with p.mu held.
+func (p *Pool) base(in Info) (*http.Transport, error) {
+	key := fmt.Sprintf("%v\x00%s", in.VerifyCA, in.CAFile)
+	if b, ok := p.bases[key]; ok {
+		return b, nil
 	}
 	tlsConf := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: !in.VerifyCA} //nolint:gosec // operator's choice (redfish_verify_ca=false), as BMCs ship self-signed certificates
 	if in.CAFile != "" {
@@ -124,19 +204,16 @@ func (p *Pool) conn(in Info) (*conn, error) {
 		}
 		tlsConf.RootCAs = pool
 	}
-	l := p.limits.withDefaults()
-	base := &http.Transport{
+	b := &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		TLSClientConfig:     tlsConf,
 		TLSHandshakeTimeout: 10 * time.Second,
-		MaxIdleConnsPerHost: l.Concurrency,
+		MaxIdleConns:        maxIdleSockets,
+		MaxIdleConnsPerHost: p.limits.withDefaults().Concurrency,
 		IdleConnTimeout:     60 * time.Second,
 	}
-	tr := newTransport(base, in.Endpoint, in.Username, in.Password, in.AuthType, l, p.log)
-	tr.hwType = p.hwType
-	c := &conn{endpoint: in.Endpoint, base: base, tr: tr, http: &http.Client{Transport: tr}, systems: map[string]string{}}
-	p.conns[key] = c
-	return c, nil
+	p.bases[key] = b
+	return b, nil
 }
 
 // client returns the gofish client bound to ctx, reading the service root

@@ -1,0 +1,67 @@
+package api_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/kilnhq/kiln/controller/api"
+	"github.com/kilnhq/kiln/controller/store"
+	"github.com/kilnhq/kiln/proto"
+)
+
+// A heartbeat the conductor must act on wakes it through NotifyAgent, so
+// that the agent's node goes ahead of other queued work; without
+// NotifyAgent, through Notify.
+func TestHeartbeatWakesTheConductorAsAnAgent(t *testing.T) {
+	for _, withAgent := range []bool{true, false} {
+		ctx := context.Background()
+		st, err := store.Open(ctx, filepath.Join(t.TempDir(), "k.db"), store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		n := &proto.Node{UUID: "5f0c2d1e-3a4b-4c5d-8e6f-7a8b9c0d1e2f", Driver: "fake-hardware",
+			ProvisionState: proto.StateCleanWait, DriverInternalInfo: proto.Dict{proto.InfoAgentToken: "tok"}}
+		if err := st.CreateNode(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		var work, agent []string
+		note := func(to *[]string) func(string) {
+			return func(u string) { mu.Lock(); defer mu.Unlock(); *to = append(*to, u) }
+		}
+		cfg := api.Config{Store: st, Conductor: "c1", Notify: note(&work)}
+		if withAgent {
+			cfg.NotifyAgent = note(&agent)
+		}
+		srv := httptest.NewServer(api.New(cfg))
+		defer srv.Close()
+		req, _ := http.NewRequest("POST", srv.URL+"/v1/heartbeat/"+n.UUID,
+			strings.NewReader(`{"callback_url": "http://10.0.0.7:9999", "agent_token": "tok", "agent_version": "10.0"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-OpenStack-Ironic-API-Version", proto.AgentHeartbeatMicroversion)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("heartbeat: %d", resp.StatusCode)
+		}
+		mu.Lock()
+		gotWork, gotAgent := len(work), len(agent)
+		mu.Unlock()
+		wantWork, wantAgent := 0, 1
+		if !withAgent {
+			wantWork, wantAgent = 1, 0
+		}
+		if gotWork != wantWork || gotAgent != wantAgent {
+			t.Errorf("NotifyAgent set %v: Notify called %d times, NotifyAgent %d, want %d and %d", withAgent, gotWork, gotAgent, wantWork, wantAgent)
+		}
+	}
+}

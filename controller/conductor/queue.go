@@ -1,0 +1,106 @@
+package conductor
+
+import "context"
+
+// lane is where a node waits to be looked at.
+type lane uint8
+
+const (
+	laneNone lane = iota
+	// laneWork: a request, a wake, a scan's find; first come, first served.
+	laneWork
+	// laneAgent: an agent heartbeated and waits for its next command. The
+	// workers take these first, so that an agent's turn-around does not
+	// wait behind a bulk operation's thousands of queued nodes.
+	laneAgent
+)
+
+// Notify asks for node uuid to be looked at now (a request was recorded).
+// Nodes owned by another conductor are left to it.
+func (c *Conductor) Notify(uuid string) {
+	if c.owns(uuid) {
+		c.enqueue(uuid, laneWork)
+	}
+}
+
+// NotifyAgent is Notify for an agent heartbeat the conductor must act on:
+// the node goes ahead of other queued work.
+func (c *Conductor) NotifyAgent(uuid string) {
+	if c.owns(uuid) {
+		c.enqueue(uuid, laneAgent)
+	}
+}
+
+// enqueue queues uuid in lane l, unless it already waits there or in a
+// faster lane. A node moved from the work lane to the agent lane leaves a
+// stale entry behind, which next skips.
+func (c *Conductor) enqueue(uuid string, l lane) {
+	c.mu.Lock()
+	prev := c.queued[uuid]
+	if prev >= l {
+		c.mu.Unlock()
+		return
+	}
+	c.queued[uuid] = l
+	c.mu.Unlock()
+	ch := c.queue
+	if l == laneAgent {
+		ch = c.agents
+	}
+	select {
+	case ch <- uuid:
+	default:
+		// The lane is full; the node keeps its earlier place, if any, and
+		// the next scan finds it again.
+		c.mu.Lock()
+		if prev == laneNone {
+			delete(c.queued, uuid)
+		} else {
+			c.queued[uuid] = prev
+		}
+		c.mu.Unlock()
+	}
+}
+
+// next returns the next node to look at: agents first, then other work.
+// false when ctx ends.
+func (c *Conductor) next(ctx context.Context) (string, bool) {
+	for {
+		var uuid string
+		var from lane
+		select {
+		case uuid = <-c.agents:
+			from = laneAgent
+		default:
+			select {
+			case <-ctx.Done():
+				return "", false
+			case uuid = <-c.agents:
+				from = laneAgent
+			case uuid = <-c.queue:
+				from = laneWork
+			}
+		}
+		c.mu.Lock()
+		l := c.queued[uuid]
+		if l != from {
+			// Stale: the node moved to the agent lane (and may have
+			// been looked at already).
+			c.mu.Unlock()
+			continue
+		}
+		delete(c.queued, uuid)
+		c.mu.Unlock()
+		return uuid, true
+	}
+}
+
+func (c *Conductor) worker(ctx context.Context) {
+	for {
+		uuid, ok := c.next(ctx)
+		if !ok {
+			return
+		}
+		c.process(ctx, uuid)
+	}
+}
