@@ -71,21 +71,23 @@ const (
 	StepInjectFiles   = "inject_files"
 )
 
-// AddSteps adds the steps to the runtime's generic manager (Deps.Generic).
-func (m *Manager) AddSteps(f *steps.FuncManager) {
-	f.Add(proto.Step{Step: StepEraseMetadata, Priority: 99, Interface: "deploy", Abortable: true},
-		m.eraseStep(StepEraseMetadata), proto.StepClean)
-	f.Add(proto.Step{Step: StepErase, Priority: 10, Interface: "deploy", Abortable: true},
-		m.eraseStep(StepErase), proto.StepClean)
-	f.Add(proto.Step{Step: StepEraseExpress, Priority: 0, Interface: "deploy", Abortable: true},
-		m.eraseStep(StepEraseExpress), proto.StepClean)
-	f.Add(proto.Step{Step: StepEraseMetadata, Priority: 0, Interface: "deploy"},
-		m.eraseStep(StepEraseMetadata), proto.StepDeploy)
-	f.Add(proto.Step{Step: StepInjectFiles, Priority: 0, Interface: "deploy",
-		ArgsInfo: map[string]proto.ArgInfo{"files": {Description: "files to inject: a list of {path, partition, " +
-			"content (base64 or an http(s) URL), deleted, mode, dirmode, owner, group}; merged after " +
-			"node.properties.inject_files", Required: false}}},
-		m.injectFilesStep, proto.StepDeploy)
+// Steps are the generic manager's disk steps (the runtime's Deps.Steps).
+func (m *Manager) Steps() []steps.Def {
+	return []steps.Def{
+		{Kind: proto.StepClean, Step: proto.Step{Step: StepEraseMetadata, Priority: 99, Interface: "deploy", Abortable: true},
+			Run: m.eraseStep(StepEraseMetadata)},
+		{Kind: proto.StepClean, Step: proto.Step{Step: StepErase, Priority: 10, Interface: "deploy", Abortable: true},
+			Run: m.eraseStep(StepErase)},
+		{Kind: proto.StepClean, Step: proto.Step{Step: StepEraseExpress, Priority: 0, Interface: "deploy", Abortable: true},
+			Run: m.eraseStep(StepEraseExpress)},
+		{Kind: proto.StepDeploy, Step: proto.Step{Step: StepEraseMetadata, Priority: 0, Interface: "deploy"},
+			Run: m.eraseStep(StepEraseMetadata)},
+		{Kind: proto.StepDeploy, Step: proto.Step{Step: StepInjectFiles, Priority: 0, Interface: "deploy",
+			ArgsInfo: map[string]proto.ArgInfo{"files": {Description: "files to inject: a list of {path, partition, " +
+				"content (base64 or an http(s) URL), deleted, mode, dirmode, owner, group}; merged after " +
+				"node.properties.inject_files", Required: false}}},
+			Run: m.injectFilesStep},
+	}
 }
 
 // EraseResult is one device's line in an erase step's result.

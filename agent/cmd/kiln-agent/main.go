@@ -61,7 +61,7 @@ func main() {
 	hw := hwmgr.New(hwmgr.Options{Log: log})
 	deps := agent.Deps{Log: log, Ring: ring, Safety: safety,
 		WriteImage: hw.WriteImage,
-		Generic:    hw.AddSteps,
+		Steps:      hw.Steps(),
 		Inventory: func(ctx context.Context) (any, error) {
 			return inventory.Collect(ctx, inventory.Options{BootIF: cfg.BootIF, CollectLLDP: cfg.CollectLLDP, AllowLoop: safety.Allow, Logger: log})
 		},
