@@ -10,6 +10,7 @@ import (
 
 	"github.com/kilnhq/kiln/agent/disk"
 	"github.com/kilnhq/kiln/agent/disk/erase"
+	"github.com/kilnhq/kiln/agent/raid"
 	"github.com/kilnhq/kiln/agent/steps"
 	"github.com/kilnhq/kiln/proto"
 )
@@ -35,6 +36,9 @@ type Options struct {
 	// RunInRoot, when set, replaces running a command chrooted into the
 	// image (install_bootloader's grub-install) (tests).
 	RunInRoot func(ctx context.Context, root string, env, argv []string) ([]byte, error)
+	// RAID mirrors the image's ESP onto the members of a software RAID
+	// root device (nil: agent/raid's default).
+	RAID *raid.Manager
 }
 
 // Manager holds the generic hardware manager's steps.
@@ -56,6 +60,9 @@ type writtenImage struct {
 func New(opts Options) *Manager {
 	if opts.Log == nil {
 		opts.Log = slog.Default()
+	}
+	if opts.RAID == nil {
+		opts.RAID = raid.New(raid.Options{SysRoot: opts.SysRoot, Log: opts.Log})
 	}
 	if opts.HTTPClient == nil {
 		opts.HTTPClient = &http.Client{Timeout: 5 * time.Minute}

@@ -147,6 +147,28 @@ func MakePlan(bootMode, label string, lds []LogicalDisk, per [][]string, sizes m
 	if last != nil {
 		order = append(order, *last)
 	}
+	// The room before the RAID partitions gets what booting from the
+	// members needs: an ESP on each (UEFI; install_bootloader mirrors the
+	// image's ESP onto them as an md RAID-1 with metadata 1.0, which
+	// firmware reads as plain FAT) or a BIOS boot partition for GRUB (BIOS
+	// on GPT). IPA makes the same partitions in the same room later, at
+	// install_bootloader; made here, they exist whatever controller follows.
+	var boot *disk.PartSpec
+	switch {
+	case bootMode == "uefi":
+		boot = &disk.PartSpec{Start: mib, Size: ESPSizeMiB * mib, GPTType: disk.GPTTypeESP, Name: "uefi-holder"}
+	case label == "gpt":
+		boot = &disk.PartSpec{Start: mib, Size: (gptBIOSStartMB - 1) * mib, GPTType: disk.GPTTypeBIOSBoot, Name: "bios-boot"}
+	}
+	if boot != nil {
+		for _, members := range per {
+			for _, dev := range members {
+				if len(p.Tables[dev]) == 0 {
+					p.Tables[dev] = []disk.PartSpec{*boot}
+				}
+			}
+		}
+	}
 	next := map[string]int64{}
 	gptType, mbrType := disk.GPTTypeLinuxRAID, byte(disk.MBRTypeLinuxRAID)
 	for idx, it := range order {

@@ -70,6 +70,8 @@ func TestMakePlan(t *testing.T) {
 	const M, G = int64(1 << 20), int64(1 << 30)
 	two := [][]string{{"/dev/sda", "/dev/nvme0n1"}, {"/dev/sda", "/dev/nvme0n1"}}
 	sizes := map[string]int64{"/dev/sda": 500 * G, "/dev/nvme0n1": 100 * G}
+	esp := disk.PartSpec{Start: M, Size: 550 * M, GPTType: disk.GPTTypeESP, Name: "uefi-holder"}
+	biosBoot := disk.PartSpec{Start: M, Size: 7 * M, GPTType: disk.GPTTypeBIOSBoot, Name: "bios-boot"}
 	raid := func(start, size int64, idx string) disk.PartSpec {
 		return disk.PartSpec{Start: start, Size: size, GPTType: disk.GPTTypeLinuxRAID, MBRType: disk.MBRTypeLinuxRAID, Name: "raid-" + idx}
 	}
@@ -84,17 +86,17 @@ func TestMakePlan(t *testing.T) {
 		err                    string
 	}{
 		{name: "uefi RAID-1 MAX", mode: "uefi", cfg: `{"logical_disks":[{"size_gb":"MAX","raid_level":"1","controller":"software"}]}`,
-			per: two[:1], wantLabel: "gpt", start: 551 * M, sda: []disk.PartSpec{raid(551*M, 0, "0")},
-			arrays: [][]string{{"/dev/sda1", "/dev/nvme0n1p1"}}, levels: []string{"1"}},
+			per: two[:1], wantLabel: "gpt", start: 551 * M, sda: []disk.PartSpec{esp, raid(551*M, 0, "0")},
+			arrays: [][]string{{"/dev/sda2", "/dev/nvme0n1p2"}}, levels: []string{"1"}},
 		{name: "bios MBR: first partition ends at its size", mode: "bios", cfg: `{"logical_disks":[{"size_gb":10,"raid_level":"1","controller":"software"},{"size_gb":"MAX","raid_level":"0","controller":"software"}]}`,
 			per: two, wantLabel: "msdos", start: M, sda: []disk.PartSpec{raid(M, 10*G-M, "0"), raid(10*G, 0, "1")},
 			arrays: [][]string{{"/dev/sda1", "/dev/nvme0n1p1"}, {"/dev/sda2", "/dev/nvme0n1p2"}}, levels: []string{"1", "0"}},
 		{name: "bios GPT leaves 8 MiB", mode: "bios", label: "gpt", cfg: `{"logical_disks":[{"size_gb":"MAX","raid_level":"1","controller":"software"}]}`,
-			per: two[:1], wantLabel: "gpt", start: 8 * M, sda: []disk.PartSpec{raid(8*M, 0, "0")},
-			arrays: [][]string{{"/dev/sda1", "/dev/nvme0n1p1"}}, levels: []string{"1"}},
+			per: two[:1], wantLabel: "gpt", start: 8 * M, sda: []disk.PartSpec{biosBoot, raid(8*M, 0, "0")},
+			arrays: [][]string{{"/dev/sda2", "/dev/nvme0n1p2"}}, levels: []string{"1"}},
 		{name: "MAX moved last", mode: "uefi", cfg: `{"logical_disks":[{"size_gb":"MAX","raid_level":"1","controller":"software"},{"size_gb":20,"raid_level":"1+0","controller":"software"}]}`,
-			per: two, wantLabel: "gpt", start: 551 * M, sda: []disk.PartSpec{raid(551*M, 20*G-551*M, "0"), raid(20*G, 0, "1")},
-			arrays: [][]string{{"/dev/sda1", "/dev/nvme0n1p1"}, {"/dev/sda2", "/dev/nvme0n1p2"}}, levels: []string{"10", "1"}},
+			per: two, wantLabel: "gpt", start: 551 * M, sda: []disk.PartSpec{esp, raid(551*M, 20*G-551*M, "0"), raid(20*G, 0, "1")},
+			arrays: [][]string{{"/dev/sda2", "/dev/nvme0n1p2"}, {"/dev/sda3", "/dev/nvme0n1p3"}}, levels: []string{"10", "1"}},
 		{name: "second fixed size follows the first", mode: "bios", cfg: `{"logical_disks":[{"size_gb":10,"raid_level":"1","controller":"software"},{"size_gb":30,"raid_level":"1","controller":"software"}]}`,
 			per: two, wantLabel: "msdos", start: M, sda: []disk.PartSpec{raid(M, 10*G-M, "0"), raid(10*G, 30*G, "1")},
 			arrays: [][]string{{"/dev/sda1", "/dev/nvme0n1p1"}, {"/dev/sda2", "/dev/nvme0n1p2"}}, levels: []string{"1", "1"}},

@@ -66,7 +66,7 @@ func New(opts Options) *Manager {
 	}
 	if opts.Run == nil {
 		opts.Run = func(ctx context.Context, argv ...string) ([]byte, error) {
-			out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput()
+			out, err := exec.CommandContext(ctx, toolPath(argv[0]), argv[1:]...).CombinedOutput()
 			if err != nil {
 				return out, fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, strings.TrimSpace(string(out)))
 			}
@@ -83,6 +83,25 @@ func New(opts Options) *Manager {
 		}
 	}
 	return &Manager{opts: opts}
+}
+
+// toolPath finds a tool in PATH, else in the sbin directories (the
+// initramfs ships mdadm as /usr/sbin/mdadm; a user's PATH may lack sbin).
+func toolPath(name string) string {
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	for _, dir := range []string{"/usr/sbin", "/sbin"} {
+		if p := filepath.Join(dir, name); isExecutable(p) {
+			return p
+		}
+	}
+	return name
+}
+
+func isExecutable(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
 }
 
 // Step names, as IPA's GenericHardwareManager offers them.
@@ -228,8 +247,9 @@ func (m *Manager) freeMD(index int) (string, error) {
 }
 
 // Delete removes every md array built on disks s allows: the array's
-// signatures wiped and the array stopped, its members' superblocks zeroed,
-// its disks' partition tables erased. In the ramdisk it first assembles
+// signatures erased and the array stopped, its members' superblocks zeroed,
+// its disks' partition tables and signatures erased (erase_devices_metadata's
+// eraser, so only mdadm runs outside Go). In the ramdisk it first assembles
 // the arrays the disks hold (mdadm --assemble --scan), as IPA does.
 func (m *Manager) Delete(ctx context.Context, s steps.Safety) error {
 	if !s.InRamdisk && len(s.Allow) == 0 {
@@ -244,6 +264,7 @@ func (m *Manager) Delete(ctx context.Context, s steps.Safety) error {
 	if err != nil {
 		return err
 	}
+	eraser := &erase.Eraser{Guard: s, Log: m.opts.Log}
 	var holders []string
 	for _, a := range arrays {
 		if len(a.Members) == 0 {
@@ -254,8 +275,8 @@ func (m *Manager) Delete(ctx context.Context, s steps.Safety) error {
 			continue
 		}
 		m.opts.Log.Info("deleting software RAID device", "device", a.Name, "members", a.Members)
-		if _, err := m.opts.Run(ctx, "wipefs", "-af", a.Name); err != nil {
-			m.opts.Log.Warn("wipefs of md device failed", "device", a.Name, "err", err)
+		if _, err := eraser.Metadata(ctx, a.Name); err != nil {
+			m.opts.Log.Warn("erasing the md device's signatures failed", "device", a.Name, "err", err)
 		}
 		if _, err := m.opts.Run(ctx, "mdadm", "--stop", a.Name); err != nil {
 			return fmt.Errorf("software RAID: stop %s: %w", a.Name, err)
@@ -272,11 +293,8 @@ func (m *Manager) Delete(ctx context.Context, s steps.Safety) error {
 		}
 	}
 	for _, d := range holders {
-		if _, err := m.opts.Run(ctx, "wipefs", "-af", d); err != nil {
+		if _, err := eraser.Metadata(ctx, d); err != nil {
 			return fmt.Errorf("software RAID: remove the partitions of %s: %w", d, err)
-		}
-		if err := disk.RereadPartitions(ctx, d); err != nil {
-			m.opts.Log.Warn("re-read partitions", "device", d, "err", err)
 		}
 	}
 	return nil
