@@ -19,7 +19,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/diskfs/go-diskfs/backend/file"
+	"github.com/diskfs/go-diskfs/filesystem/fat32"
 	"github.com/kilnhq/kiln/agent/disk"
+	"github.com/kilnhq/kiln/agent/efi"
 	"github.com/kilnhq/kiln/agent/hwmgr"
 	"github.com/kilnhq/kiln/agent/raid"
 	"github.com/kilnhq/kiln/agent/steps"
@@ -50,6 +53,17 @@ func loopDevice(t *testing.T, size int64) string {
 	return dev
 }
 
+func needRAID(t *testing.T, tools ...string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for loop devices and md arrays")
+	}
+	testtool.Need(t, append([]string{"mdadm", "losetup", "wipefs", "sgdisk", "blockdev"}, tools...)...)
+	if _, err := os.Stat("/proc/mdstat"); err != nil {
+		t.Skip("the kernel has no md driver (/proc/mdstat missing): software RAID cannot be built here")
+	}
+}
+
 // arrayOn is the running md array built on exactly disks, if any.
 func arrayOn(t *testing.T, disks ...string) (disk.MDArray, bool) {
 	t.Helper()
@@ -65,6 +79,19 @@ func arrayOn(t *testing.T, disks ...string) (disk.MDArray, bool) {
 		}
 	}
 	return disk.MDArray{}, false
+}
+
+// stopArraysOn stops, when the test ends and before the loop devices go
+// (cleanups run last first), every array left on disks.
+func stopArraysOn(t *testing.T, disks []string) {
+	t.Cleanup(func() {
+		arrays, _ := disk.MDArrays("")
+		for _, a := range arrays {
+			if len(a.Disks) > 0 && !slices.ContainsFunc(a.Disks, func(d string) bool { return !slices.Contains(disks, d) }) {
+				exec.Command("mdadm", "--stop", a.Name).Run()
+			}
+		}
+	})
 }
 
 const mdMagic = 0xa92b4efc
@@ -90,21 +117,11 @@ func superblockAt(t *testing.T, dev string, off int64) uint32 {
 // the root device, finds the image on both members, then deletes the
 // configuration and checks the superblocks and partitions are gone.
 func TestSoftwareRAIDOnLoopDevices(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for loop devices and md arrays")
-	}
-	testtool.Need(t, "mdadm", "losetup", "wipefs", "sgdisk", "blockdev")
-	if _, err := os.Stat("/proc/mdstat"); err != nil {
-		t.Skip("the kernel has no md driver (/proc/mdstat missing)")
-	}
+	needRAID(t)
 	a, b := loopDevice(t, 320<<20), loopDevice(t, 320<<20)
 	disks := []string{a, b}
 	slices.Sort(disks)
-	t.Cleanup(func() { // before the loop devices go (cleanups run last first)
-		if arr, ok := arrayOn(t, disks...); ok {
-			exec.Command("mdadm", "--stop", arr.Name).Run()
-		}
-	})
+	stopArraysOn(t, disks)
 	safety := steps.Safety{Allow: []string{a, b}}
 	var n steps.Node
 	if err := json.Unmarshal([]byte(`{"uuid":"n1","properties":{"capabilities":"boot_mode:bios"},
@@ -151,8 +168,13 @@ func TestSoftwareRAIDOnLoopDevices(t *testing.T) {
 		t.Fatalf("second create: %v", err)
 	}
 
-	// The array is the root device: its disks are no longer candidates.
+	// The array is the root device a hint names; its disks are no longer
+	// candidates (a hint naming one finds nothing).
 	hw := hwmgr.New(hwmgr.Options{ImageRetries: -1})
+	if _, err := hw.RootDevice(n, map[string]any{"name": a}, safety); err == nil {
+		t.Fatalf("root device hint naming member %s matched", a)
+	}
+	n["instance_info"] = map[string]any{"root_device": map[string]any{"name": arr.Name}}
 	root, err := hw.RootDevice(n, nil, safety)
 	if err != nil || root.Name != arr.Name {
 		t.Fatalf("root device %q (%v), want %s", root.Name, err, arr.Name)
@@ -242,5 +264,125 @@ func TestSoftwareRAIDOnLoopDevices(t *testing.T) {
 	}
 	if _, err := call(raid.StepDelete); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSoftwareRAIDUEFIBootsFromEveryMember builds RAID-1 for UEFI over two
+// loop devices, deploys a whole-disk image with an ESP onto the array and
+// installs the boot loader: each member's own ESP holds the image's ESP
+// (mirrored by an md array with metadata 1.0) and has its own boot entry.
+func TestSoftwareRAIDUEFIBootsFromEveryMember(t *testing.T) {
+	needRAID(t)
+	a, b := loopDevice(t, 700<<20), loopDevice(t, 700<<20)
+	disks := []string{a, b}
+	slices.Sort(disks)
+	stopArraysOn(t, disks)
+	safety := steps.Safety{Allow: []string{a, b}}
+	var n steps.Node
+	if err := json.Unmarshal([]byte(`{"uuid":"n1","properties":{"capabilities":"boot_mode:uefi"},
+		"target_raid_config":{"logical_disks":[{"size_gb":"MAX","raid_level":"1","controller":"software"}]}}`), &n); err != nil {
+		t.Fatal(err)
+	}
+	r := raid.New(raid.Options{})
+	if _, err := r.Create(context.Background(), n, safety); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range disks {
+		tab, err := disk.ReadTable(d)
+		if err != nil || tab.Type != "gpt" || len(tab.Partitions) != 2 || tab.Partitions[0].Type != disk.GPTTypeESP ||
+			tab.Partitions[0].Start != 1<<20 || tab.Partitions[0].Size != 550<<20 || tab.Partitions[1].Start != 551<<20 {
+			t.Fatalf("%s table %+v (%v): want an ESP at 1 MiB of 550 MiB, then the RAID partition", d, tab, err)
+		}
+	}
+	arr, ok := arrayOn(t, disks...)
+	if !ok {
+		t.Fatal("no array")
+	}
+
+	// A whole-disk image with a 40 MiB FAT32 ESP holding the fallback loader.
+	dir := t.TempDir()
+	const espStart, espLen = 1 << 20, 40 << 20
+	img := filepath.Join(dir, "disk.img")
+	if err := os.WriteFile(img, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(img, 64<<20); err != nil {
+		t.Fatal(err)
+	}
+	run(t, "sgdisk", "-n1:2048:+40M", "-t1:EF00", "-n2:0:0", "-t2:8300", img)
+	f, err := os.OpenFile(img, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys, err := fat32.Create(file.New(f, false), espLen, espStart, 512, "ESP", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fsys.Mkdir("/EFI/BOOT"); err != nil {
+		t.Fatal(err)
+	}
+	lf, err := fsys.OpenFile("/EFI/BOOT/BOOTX64.EFI", os.O_CREATE|os.O_RDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lf.Write([]byte("MZ not really a PE image")); err != nil {
+		t.Fatal(err)
+	}
+	lf.Close()
+	f.Close()
+	raw, _ := os.ReadFile(img)
+	espBytes := raw[espStart : espStart+espLen]
+	sum := sha256.Sum256(raw)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.ServeFile(w, r, img) }))
+	defer srv.Close()
+
+	n["instance_info"] = map[string]any{"root_device": map[string]any{"name": arr.Name}}
+	vars := t.TempDir()
+	hw := hwmgr.New(hwmgr.Options{ImageRetries: -1, EFIVarsDir: vars, RAID: r})
+	wr, err := hw.WriteImage(context.Background(), steps.ImageRequest{Safety: safety, Node: n,
+		Info: proto.ImageInfo{ID: "image", URLs: []string{srv.URL + "/disk.img"}, OSHashAlgo: "sha256", OSHashValue: hex.EncodeToString(sum[:])}})
+	if err != nil || wr.Device != arr.Name {
+		t.Fatalf("image written to %q (%v), want %s", wr.Device, err, arr.Name)
+	}
+	if err := hw.InstallBootloader(context.Background(), proto.InstallBootloaderParams{TargetBootMode: "uefi"}, safety); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := (efi.Vars{Dir: vars}).BootEntries()
+	if err != nil || len(entries) != 2 {
+		t.Fatalf("boot entries %+v (%v), want one per member", entries, err)
+	}
+	var guids []string
+	for _, d := range disks {
+		tab, _ := disk.ReadTable(d)
+		g, _ := disk.GUIDBytes(tab.Partitions[0].UUID)
+		guids = append(guids, string(g[:]))
+		p := disk.PartitionPath(d, 1)
+		run(t, "blockdev", "--flushbufs", p)
+		got := make([]byte, len(espBytes))
+		pf, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = pf.ReadAt(got, 0)
+		pf.Close()
+		if err != nil || !bytes.Equal(got, espBytes) {
+			t.Fatalf("%s does not start with the image's ESP (%v)", p, err)
+		}
+	}
+	for _, e := range entries {
+		if !strings.Contains(e.Option.Description, "(RAID member") || !slices.Contains(guids, string(e.Option.Disk.PartitionGUID[:])) {
+			t.Fatalf("entry %+v: want a RAID member's ESP", e.Option)
+		}
+	}
+
+	// delete_configuration removes both arrays, the data and the ESP mirror.
+	if err := r.Delete(context.Background(), safety); err != nil {
+		t.Fatal(err)
+	}
+	arrays, _ := disk.MDArrays("")
+	for _, x := range arrays {
+		if slices.ContainsFunc(x.Disks, func(d string) bool { return slices.Contains(disks, d) }) {
+			t.Fatalf("array %s left on %v", x.Name, x.Disks)
+		}
 	}
 }

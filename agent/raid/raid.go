@@ -35,6 +35,7 @@ import (
 	"github.com/kilnhq/kiln/agent/disk"
 	"github.com/kilnhq/kiln/agent/disk/erase"
 	"github.com/kilnhq/kiln/agent/steps"
+	"github.com/kilnhq/kiln/internal/syspath"
 	"github.com/kilnhq/kiln/proto"
 )
 
@@ -88,20 +89,10 @@ func New(opts Options) *Manager {
 // toolPath finds a tool in PATH, else in the sbin directories (the
 // initramfs ships mdadm as /usr/sbin/mdadm; a user's PATH may lack sbin).
 func toolPath(name string) string {
-	if p, err := exec.LookPath(name); err == nil {
+	if p, err := syspath.LookPath(name); err == nil {
 		return p
 	}
-	for _, dir := range []string{"/usr/sbin", "/sbin"} {
-		if p := filepath.Join(dir, name); isExecutable(p) {
-			return p
-		}
-	}
 	return name
-}
-
-func isExecutable(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
 }
 
 // Step names, as IPA's GenericHardwareManager offers them.
