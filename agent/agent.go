@@ -46,10 +46,10 @@ type Deps struct {
 	Power func(ctx context.Context, action PowerAction) error
 	// Managers are extra hardware managers (besides steps.Registered(), the
 	// plugins and the built-in generic manager).
-	Managers []steps.Manager
-	// Generic, when set, is called with the built-in generic manager so the
-	// caller can Add steps to it (erase_devices, …) before it is evaluated.
-	Generic func(m *steps.FuncManager)
+	Managers []*steps.Manager
+	// Steps are the generic manager's steps besides write_image
+	// (erase_devices, inject_files, raid.create_configuration, …).
+	Steps []steps.Def
 	// MACs lists the MAC addresses to look up with; default: every interface's.
 	MACs func() []string
 	// PCIDevicesDir is where the pci-devices collector reads (default
@@ -164,18 +164,19 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Agent, error) {
 		lockdown:  make(chan struct{}),
 		baseCtx:   ctx,
 	}
-	generic := steps.NewFuncManager(GenericManagerName, GenericManagerVersion, steps.SupportGeneric)
+	var defs []steps.Def
 	if deps.WriteImage != nil {
-		generic.Add(proto.Step{Step: "write_image", Priority: 0, Interface: "deploy",
+		defs = append(defs, steps.Def{Kind: proto.StepDeploy, Step: proto.Step{Step: "write_image", Priority: 0, Interface: "deploy",
 			ArgsInfo: map[string]proto.ArgInfo{
 				"image_info":  {Description: "image to write (image_info)", Required: true},
 				"configdrive": {Description: "config drive (string or dict)", Required: false},
-			}}, a.writeImageStep, proto.StepDeploy)
+			}}, Run: a.writeImageStep})
 	}
-	if deps.Generic != nil {
-		deps.Generic(generic)
+	generic, err := steps.NewManager(GenericManagerName, GenericManagerVersion, steps.SupportGeneric, append(defs, deps.Steps...)...)
+	if err != nil {
+		return nil, err
 	}
-	ms := []steps.Manager{generic}
+	ms := []*steps.Manager{generic}
 	ms = append(ms, steps.Registered()...)
 	ms = append(ms, deps.Managers...)
 	if cfg.PluginDir != "" {

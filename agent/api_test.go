@@ -350,17 +350,17 @@ func keys(m map[string]string) []string {
 
 func TestAPISteps(t *testing.T) {
 	gate := make(chan struct{})
-	panicky := steps.NewFuncManager("panicky", "1", steps.SupportGeneric)
-	panicky.Add(proto.Step{Step: "explode", Interface: "deploy"}, func(context.Context, steps.Call) (any, error) {
-		panic("kaboom")
-	}, proto.StepService)
-	failing := steps.NewFuncManager("failing", "1", steps.SupportGeneric)
-	failing.Add(proto.Step{Step: "fail", Interface: "deploy"}, func(context.Context, steps.Call) (any, error) {
-		return nil, errors.New("the disk said no")
-	}, proto.StepClean)
+	panicky := steps.MustManager("panicky", "1", steps.SupportGeneric, steps.Def{Kind: proto.StepService,
+		Step: proto.Step{Step: "explode", Interface: "deploy"}, Run: func(context.Context, steps.Call) (any, error) {
+			panic("kaboom")
+		}})
+	failing := steps.MustManager("failing", "1", steps.SupportGeneric, steps.Def{Kind: proto.StepClean,
+		Step: proto.Step{Step: "fail", Interface: "deploy"}, Run: func(context.Context, steps.Call) (any, error) {
+			return nil, errors.New("the disk said no")
+		}})
 	var wrote steps.ImageRequest
 	e := newAPIEnv(t, func(_ *Config, d *Deps) {
-		d.Managers = []steps.Manager{quickStep(gate), panicky, failing}
+		d.Managers = []*steps.Manager{quickStep(gate), panicky, failing}
 		d.WriteImage = func(_ context.Context, req steps.ImageRequest) (steps.ImageResult, error) {
 			wrote = req
 			return steps.ImageResult{Device: "/dev/vda"}, nil

@@ -159,15 +159,14 @@ func TestTokenHandling(t *testing.T) {
 }
 
 // quickStep is a manager with one clean step that finishes at once (or waits on gate).
-func quickStep(gate chan struct{}) steps.Manager {
-	m := steps.NewFuncManager("test_manager", "7", steps.SupportMainline)
-	m.Add(proto.Step{Step: "quick", Interface: "deploy"}, func(ctx context.Context, c steps.Call) (any, error) {
-		if gate != nil {
-			<-gate
-		}
-		return map[string]any{"ok": true}, nil
-	}, proto.StepClean)
-	return m
+func quickStep(gate chan struct{}) *steps.Manager {
+	return steps.MustManager("test_manager", "7", steps.SupportMainline, steps.Def{Kind: proto.StepClean,
+		Step: proto.Step{Step: "quick", Interface: "deploy"}, Run: func(ctx context.Context, c steps.Call) (any, error) {
+			if gate != nil {
+				<-gate
+			}
+			return map[string]any{"ok": true}, nil
+		}})
 }
 
 // TestHeartbeatTiming follows IPA's cadence on the fake clock, and the
@@ -186,7 +185,7 @@ func TestHeartbeatTiming(t *testing.T) {
 			lk.resp.Config.ImmediateHeartbeat = c.kiln
 			ctl.lookups = []lookupAnswer{lk}
 			ctl.hbStatus = []int{202, 409, 202, 202}
-			a := newTestAgent(t, ctl, clock, func(_ *Config, d *Deps) { d.Managers = []steps.Manager{quickStep(nil)} })
+			a := newTestAgent(t, ctl, clock, func(_ *Config, d *Deps) { d.Managers = []*steps.Manager{quickStep(nil)} })
 			if err := a.Lookup(context.Background(), ""); err != nil {
 				t.Fatal(err)
 			}

@@ -10,7 +10,8 @@
 # The image: u-root's init (mounts proc, sys, devtmpfs; starts the program;
 # then a shell on the console), gosh and diagnostic commands (below), the
 # kernel modules under /lib/kiln/modules with their load order (the program
-# loads them, see initramfs/modload), and /usr/share/misc/pci.ids.gz.
+# loads them, see initramfs/modload), /usr/share/misc/pci.ids.gz, and mdadm
+# (Debian's, with the libraries it links) for software RAID (agent/raid).
 set -eu
 PATH=$PATH:/usr/sbin:/sbin
 export PATH
@@ -31,6 +32,9 @@ tail umount uname wget"
 pkgs=""
 for c in $cmds; do pkgs="$pkgs github.com/u-root/u-root/cmds/core/$c"; done
 pkgs="$pkgs github.com/u-root/u-root/cmds/exp/dmidecode"
+
+# mdadm builds software RAID; mkuimage adds the libraries it links.
+mdadm=$(command -v mdadm) || { echo "build.sh: mdadm is not installed (apt-get install mdadm)" >&2; exit 1; }
 
 mkuimage=${MKUIMAGE:-}
 if [ -z "$mkuimage" ]; then
@@ -67,6 +71,7 @@ name=$(basename "$agent")
 	-initcmd=init -uinitcmd="$name" -defaultsh=gosh \
 	-files "$kdir/modules:lib/kiln/modules" \
 	-files "$kdir/pci.ids.gz:usr/share/misc/pci.ids.gz" \
+	-files "$mdadm:usr/sbin/mdadm" \
 	$pkgs "$agent")
 
 mkdir -p "$(dirname "$output")"

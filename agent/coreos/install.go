@@ -52,9 +52,9 @@ type Manager struct {
 	RetryDelay time.Duration
 }
 
-var _ steps.Manager = (*Manager)(nil)
-
-func init() { steps.Register(New()) }
+func init() {
+	steps.Register(steps.MustManager(ManagerName, ManagerVersion, steps.SupportServiceProvider, New().Steps()...))
+}
 
 // New returns a Manager with the ramdisk defaults.
 func New() *Manager {
@@ -70,29 +70,17 @@ func New() *Manager {
 	}
 }
 
-func (m *Manager) Name() string    { return ManagerName }
-func (m *Manager) Version() string { return ManagerVersion }
-
-// Evaluate reports a service-provider level, like metal3's manager: the step
-// is only run when a controller asks for it.
-func (m *Manager) Evaluate(context.Context) steps.SupportLevel {
-	return steps.SupportServiceProvider
-}
-
 // Steps offers install_coreos as a deploy step of priority 0 (the controller
-// requests it explicitly, at 80 in Metal3's deploy_steps).
-func (m *Manager) Steps(kind proto.StepKind) []proto.Step {
-	if kind != proto.StepDeploy {
-		return nil
-	}
-	return []proto.Step{{Step: StepName, Priority: 0, Interface: "deploy", ArgsInfo: map[string]proto.ArgInfo{}}}
+// requests it explicitly, at 80 in Metal3's deploy_steps). The manager is
+// registered at a service-provider support level, like metal3's: the step is
+// only run when a controller asks for it.
+func (m *Manager) Steps() []steps.Def {
+	return []steps.Def{{Kind: proto.StepDeploy, Run: m.Execute,
+		Step: proto.Step{Step: StepName, Priority: 0, Interface: "deploy", ArgsInfo: map[string]proto.ArgInfo{}}}}
 }
 
 // Execute runs install_coreos.
 func (m *Manager) Execute(ctx context.Context, call steps.Call) (any, error) {
-	if call.Kind != proto.StepDeploy || call.Step.Name() != StepName {
-		return nil, fmt.Errorf("%s has no %s step %q: %w", ManagerName, call.Kind, call.Step.Name(), steps.ErrIncompatibleHardwareMethod)
-	}
 	if call.Log == nil {
 		call.Log = slog.Default()
 	}

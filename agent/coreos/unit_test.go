@@ -273,7 +273,7 @@ echo "Install complete."
 }
 
 func TestRegistered(t *testing.T) {
-	var m steps.Manager
+	var m *steps.Manager
 	for _, r := range steps.Registered() {
 		if r.Name() == ManagerName {
 			m = r

@@ -27,7 +27,16 @@ func (g Guard) Check(dev string) error {
 		return nil
 	}
 	want := canonical(dev)
-	if slices.ContainsFunc(g.Allow, func(a string) bool { return canonical(a) == want }) {
+	allowed := func(d string) bool {
+		c := canonical(d)
+		return slices.ContainsFunc(g.Allow, func(a string) bool { return canonical(a) == c })
+	}
+	if allowed(want) {
+		return nil
+	}
+	// A software RAID device built only on allowed disks is allowed: it
+	// writes nothing else.
+	if disks := mdDisks(want); len(disks) > 0 && !slices.ContainsFunc(disks, func(d string) bool { return !allowed(d) }) {
 		return nil
 	}
 	return fmt.Errorf("refusing to modify %s: not running in the agent ramdisk and the device is not allowed (kiln-agent --allow-device) %q", dev, g.Allow)

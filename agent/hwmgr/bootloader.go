@@ -53,6 +53,9 @@ func (m *Manager) installBootloader(ctx context.Context, p proto.InstallBootload
 	if err != nil {
 		return fmt.Errorf("install boot loader: %w", err)
 	}
+	if arr, ok := m.mdArray(dev); ok {
+		return m.installOnRAID(ctx, dev, arr, mode, p, s)
+	}
 	if mode == "uefi" {
 		err := m.registerUEFILoader(dev, p.EFISystemPartUUID)
 		if !errors.Is(err, errNoLoader) {
@@ -133,6 +136,13 @@ func (m *Manager) bootDevice(p proto.InstallBootloaderParams, s steps.Safety) (s
 // registerUEFILoader finds the ESP of dev, picks its loader and writes the
 // boot entry.
 func (m *Manager) registerUEFILoader(dev, espUUID string) error {
+	return m.registerUEFILoaderNamed(dev, espUUID, "")
+}
+
+// registerUEFILoaderNamed is registerUEFILoader with suffix added to the
+// entry's description: entries with the same description replace each
+// other, and each RAID member needs its own.
+func (m *Manager) registerUEFILoaderNamed(dev, espUUID, suffix string) error {
 	t, err := disk.ReadTable(dev)
 	if err != nil {
 		return fmt.Errorf("install UEFI boot entry: %w", err)
@@ -170,7 +180,7 @@ func (m *Manager) registerUEFILoader(dev, espUUID string) error {
 	ss := int64(t.SectorSize)
 	opt := efi.LoadOption{
 		Attributes:  efi.LoadOptionActive,
-		Description: ld.Label,
+		Description: ld.Label + suffix,
 		Disk:        efi.HardDrive{PartitionNumber: uint32(esp.Number), Start: uint64(esp.Start / ss), Size: uint64(esp.Size / ss), PartitionGUID: guid},
 		Path:        ld.Path,
 	}

@@ -102,6 +102,7 @@ func (m *Manager) RootDevice(node steps.Node, imageHints map[string]any, s steps
 	if err != nil {
 		return disk.Device{}, err
 	}
+	devs = m.withoutRAIDMembers(devs)
 	if len(devs) == 0 {
 		if !s.InRamdisk {
 			return disk.Device{}, fmt.Errorf("no root device: the agent is not running in a ramdisk and no disk given with --allow-device %v exists", s.Allow)
@@ -116,4 +117,28 @@ func (m *Manager) RootDevice(node steps.Node, imageHints map[string]any, s steps
 		return disk.Device{}, err
 	}
 	return d, nil
+}
+
+// withoutRAIDMembers drops the disks that hold a running software RAID
+// array: the array (listed itself, /dev/mdN) stands in for them, so an image
+// never lands on one member behind the array's back.
+func (m *Manager) withoutRAIDMembers(devs []disk.Device) []disk.Device {
+	if m.opts.Devices != nil {
+		return devs // a test's fixed list: no sysfs to read
+	}
+	arrays, err := disk.MDArrays(m.opts.SysRoot)
+	if err != nil {
+		return devs
+	}
+	var held []string
+	for _, a := range arrays {
+		held = append(held, a.Disks...)
+	}
+	return slices.DeleteFunc(devs, func(d disk.Device) bool {
+		if slices.Contains(held, d.Name) {
+			m.log.Info("not a root device candidate: holds a software RAID array", "device", d.Name)
+			return true
+		}
+		return false
+	})
 }

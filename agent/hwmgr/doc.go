@@ -20,7 +20,7 @@
 //	hw := hwmgr.New(hwmgr.Options{Log: log})
 //	deps.WriteImage = hw.WriteImage
 //	deps.InstallBootloader = hw.InstallBootloader
-//	deps.Generic = hw.AddSteps
+//	deps.Steps = hw.Steps()
 //
 // Every destructive operation checks the runtime's steps.Safety first: inside
 // the ramdisk every local disk may be written, outside it only the devices

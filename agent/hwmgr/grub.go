@@ -20,6 +20,9 @@ type grubTarget struct {
 	RootUUID string // PARTUUID (or filesystem UUID) of the image's root partition
 	ESPUUID  string // PARTUUID of its ESP, UEFI only
 	UEFI     bool
+	// Disks, when set, are the disks BIOS GRUB goes on instead of Device:
+	// the members of the software RAID array Device is.
+	Disks []string
 }
 
 // grubEnv is the environment of the commands run inside the image:
@@ -38,7 +41,13 @@ func grubCommands(t grubTarget, grub, arch string) [][]string {
 		cmds = append(cmds, []string{grub + "-install", "--target=" + target, "--efi-directory=/boot/efi",
 			"--removable", "--no-nvram", "--recheck"})
 	} else {
-		cmds = append(cmds, []string{grub + "-install", "--target=i386-pc", "--recheck", t.Device})
+		disks := t.Disks
+		if len(disks) == 0 {
+			disks = []string{t.Device}
+		}
+		for _, d := range disks {
+			cmds = append(cmds, []string{grub + "-install", "--target=i386-pc", "--recheck", d})
+		}
 	}
 	return append(cmds, []string{grub + "-mkconfig", "-o", "/boot/" + grub + "/grub.cfg"})
 }

@@ -28,6 +28,10 @@ func TestGrubCommands(t *testing.T) {
 		{"bios rhel", grubTarget{Device: "/dev/nvme0n1"}, "grub2", "x64", [][]string{
 			{"grub2-install", "--target=i386-pc", "--recheck", "/dev/nvme0n1"},
 			{"grub2-mkconfig", "-o", "/boot/grub2/grub.cfg"}}},
+		{"bios software RAID: every member", grubTarget{Device: "/dev/md0", Disks: []string{"/dev/sda", "/dev/sdb"}}, "grub", "x64", [][]string{
+			{"grub-install", "--target=i386-pc", "--recheck", "/dev/sda"},
+			{"grub-install", "--target=i386-pc", "--recheck", "/dev/sdb"},
+			{"grub-mkconfig", "-o", "/boot/grub/grub.cfg"}}},
 		{"uefi x86", grubTarget{Device: "/dev/sda", UEFI: true}, "grub", "x64", [][]string{
 			{"grub-install", "--target=x86_64-efi", "--efi-directory=/boot/efi", "--removable", "--no-nvram", "--recheck"},
 			{"grub-mkconfig", "-o", "/boot/grub/grub.cfg"}}},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kilnhq/kiln/agent/disk"
 	"github.com/kilnhq/kiln/agent/disk/erase"
+	"github.com/kilnhq/kiln/agent/raid"
 	"github.com/kilnhq/kiln/agent/steps"
 	"github.com/kilnhq/kiln/proto"
 )
@@ -35,6 +36,9 @@ type Options struct {
 	// RunInRoot, when set, replaces running a command chrooted into the
 	// image (install_bootloader's grub-install) (tests).
 	RunInRoot func(ctx context.Context, root string, env, argv []string) ([]byte, error)
+	// RAID mirrors the image's ESP onto the members of a software RAID
+	// root device (nil: agent/raid's default).
+	RAID *raid.Manager
 }
 
 // Manager holds the generic hardware manager's steps.
@@ -57,6 +61,9 @@ func New(opts Options) *Manager {
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
+	if opts.RAID == nil {
+		opts.RAID = raid.New(raid.Options{SysRoot: opts.SysRoot, Log: opts.Log})
+	}
 	if opts.HTTPClient == nil {
 		opts.HTTPClient = &http.Client{Timeout: 5 * time.Minute}
 	}
@@ -71,21 +78,23 @@ const (
 	StepInjectFiles   = "inject_files"
 )
 
-// AddSteps adds the steps to the runtime's generic manager (Deps.Generic).
-func (m *Manager) AddSteps(f *steps.FuncManager) {
-	f.Add(proto.Step{Step: StepEraseMetadata, Priority: 99, Interface: "deploy", Abortable: true},
-		m.eraseStep(StepEraseMetadata), proto.StepClean)
-	f.Add(proto.Step{Step: StepErase, Priority: 10, Interface: "deploy", Abortable: true},
-		m.eraseStep(StepErase), proto.StepClean)
-	f.Add(proto.Step{Step: StepEraseExpress, Priority: 0, Interface: "deploy", Abortable: true},
-		m.eraseStep(StepEraseExpress), proto.StepClean)
-	f.Add(proto.Step{Step: StepEraseMetadata, Priority: 0, Interface: "deploy"},
-		m.eraseStep(StepEraseMetadata), proto.StepDeploy)
-	f.Add(proto.Step{Step: StepInjectFiles, Priority: 0, Interface: "deploy",
-		ArgsInfo: map[string]proto.ArgInfo{"files": {Description: "files to inject: a list of {path, partition, " +
-			"content (base64 or an http(s) URL), deleted, mode, dirmode, owner, group}; merged after " +
-			"node.properties.inject_files", Required: false}}},
-		m.injectFilesStep, proto.StepDeploy)
+// Steps are the generic manager's disk steps (the runtime's Deps.Steps).
+func (m *Manager) Steps() []steps.Def {
+	return []steps.Def{
+		{Kind: proto.StepClean, Step: proto.Step{Step: StepEraseMetadata, Priority: 99, Interface: "deploy", Abortable: true},
+			Run: m.eraseStep(StepEraseMetadata)},
+		{Kind: proto.StepClean, Step: proto.Step{Step: StepErase, Priority: 10, Interface: "deploy", Abortable: true},
+			Run: m.eraseStep(StepErase)},
+		{Kind: proto.StepClean, Step: proto.Step{Step: StepEraseExpress, Priority: 0, Interface: "deploy", Abortable: true},
+			Run: m.eraseStep(StepEraseExpress)},
+		{Kind: proto.StepDeploy, Step: proto.Step{Step: StepEraseMetadata, Priority: 0, Interface: "deploy"},
+			Run: m.eraseStep(StepEraseMetadata)},
+		{Kind: proto.StepDeploy, Step: proto.Step{Step: StepInjectFiles, Priority: 0, Interface: "deploy",
+			ArgsInfo: map[string]proto.ArgInfo{"files": {Description: "files to inject: a list of {path, partition, " +
+				"content (base64 or an http(s) URL), deleted, mode, dirmode, owner, group}; merged after " +
+				"node.properties.inject_files", Required: false}}},
+			Run: m.injectFilesStep},
+	}
 }
 
 // EraseResult is one device's line in an erase step's result.

@@ -203,8 +203,7 @@ func TestEraseRefusedOutsideRamdisk(t *testing.T) {
 }
 
 func TestStepsOffered(t *testing.T) {
-	f := steps.NewFuncManager("generic_hardware_manager", "1.0", steps.SupportGeneric)
-	New(Options{}).AddSteps(f)
+	f := steps.MustManager("generic_hardware_manager", "1.0", steps.SupportGeneric, New(Options{}).Steps()...)
 	prio := map[string]int{}
 	for _, s := range f.Steps("clean") {
 		prio["clean."+s.Step] = s.Priority

@@ -53,14 +53,13 @@ type PluginStep struct {
 	Timeout int `json:"timeout,omitempty"`
 }
 
-// Plugin is a Manager backed by one executable.
+// Plugin is one executable: a Manager whose Defs run `PLUGIN run STEP`.
 type Plugin struct {
+	*Manager
 	Path string
 	desc Description
 	log  *slog.Logger
 }
-
-var _ Manager = (*Plugin)(nil)
 
 // LoadPlugins describes every executable regular file in dir. A plugin that
 // fails to describe itself is logged and skipped (its error is returned joined
@@ -119,7 +118,21 @@ func DescribePlugin(ctx context.Context, path string, log *slog.Logger) (*Plugin
 	if d.Name == "" {
 		d.Name = filepath.Base(path)
 	}
-	return &Plugin{Path: path, desc: d, log: log.With("plugin", d.Name)}, nil
+	p := &Plugin{Path: path, desc: d, log: log.With("plugin", d.Name)}
+	var defs []Def
+	for _, kind := range []proto.StepKind{proto.StepClean, proto.StepDeploy, proto.StepService} {
+		for _, st := range d.Steps[kind] {
+			timeout := DefaultStepTimeout
+			if st.Timeout > 0 {
+				timeout = time.Duration(st.Timeout) * time.Second
+			}
+			defs = append(defs, Def{Kind: kind, Step: st.Step, Timeout: timeout, Run: p.run(timeout)})
+		}
+	}
+	if p.Manager, err = NewManager(d.Name, d.Version, *d.Support, defs...); err != nil {
+		return nil, fmt.Errorf("describe plugin %s: %w", path, err)
+	}
+	return p, nil
 }
 
 // ParseDescription decodes and validates describe output.
@@ -140,26 +153,25 @@ func ParseDescription(b []byte) (Description, error) {
 		return Description{}, fmt.Errorf("negative support level %d", *d.Support)
 	}
 	for kind, list := range d.Steps {
-		switch kind {
-		case proto.StepClean, proto.StepDeploy, proto.StepService:
-		default:
-			return Description{}, fmt.Errorf("unknown step kind %q (want clean, deploy or service)", kind)
+		if err := (Def{Kind: kind, Step: proto.Step{Step: "x"}}).validateDecl(); err != nil {
+			return Description{}, err
 		}
 		seen := map[string]bool{}
 		for i, st := range list {
-			if st.Step.Step == "" {
-				return Description{}, fmt.Errorf("%s step #%d has no name", kind, i)
+			def := Def{Kind: kind, Step: st.Step, Timeout: time.Duration(st.Timeout) * time.Second}
+			if st.Timeout < 0 {
+				def.Timeout = -1
 			}
-			if strings.ContainsAny(st.Step.Step, "/ \t\n") {
-				return Description{}, fmt.Errorf("%s step name %q has invalid characters", kind, st.Step.Step)
+			if err := def.validateDecl(); err != nil {
+				if st.Step.Step == "" {
+					return Description{}, fmt.Errorf("%s step #%d has no name", kind, i)
+				}
+				return Description{}, err
 			}
 			if seen[st.Step.Step] {
 				return Description{}, fmt.Errorf("%s step %q listed twice", kind, st.Step.Step)
 			}
 			seen[st.Step.Step] = true
-			if st.Timeout < 0 {
-				return Description{}, fmt.Errorf("%s step %q: negative timeout", kind, st.Step.Step)
-			}
 			if st.Interface == "" {
 				list[i].Interface = "deploy"
 			}
@@ -171,43 +183,16 @@ func ParseDescription(b []byte) (Description, error) {
 func (p *Plugin) Name() string    { return p.desc.Name }
 func (p *Plugin) Version() string { return p.desc.Version }
 
-// Evaluate returns the declared support level.
-func (p *Plugin) Evaluate(context.Context) SupportLevel { return *p.desc.Support }
-
-// Steps lists the declared steps of kind.
-func (p *Plugin) Steps(kind proto.StepKind) []proto.Step {
-	var out []proto.Step
-	for _, s := range p.desc.Steps[kind] {
-		out = append(out, s.Step)
-	}
-	return out
+// run is a step's Func: `PLUGIN run STEP` with the args as JSON on stdin.
+// Exit status 0 is success; otherwise the error carries the tail of stderr.
+// The process group is killed when ctx ends (the Def's timeout passes or the
+// agent cancels).
+func (p *Plugin) run(timeout time.Duration) Func {
+	return func(ctx context.Context, call Call) (any, error) { return p.runStep(ctx, call, timeout) }
 }
 
-func (p *Plugin) find(kind proto.StepKind, name string) (PluginStep, bool) {
-	for _, s := range p.desc.Steps[kind] {
-		if s.Step.Step == name {
-			return s, true
-		}
-	}
-	return PluginStep{}, false
-}
-
-// Execute runs `PLUGIN run STEP` with the args as JSON on stdin. Exit status 0 is
-// success; otherwise the error carries the tail of stderr. The process group is
-// killed when the step's timeout passes or ctx ends.
-func (p *Plugin) Execute(ctx context.Context, call Call) (any, error) {
+func (p *Plugin) runStep(ctx context.Context, call Call, timeout time.Duration) (any, error) {
 	name := call.Step.Step.Step
-	st, ok := p.find(call.Kind, name)
-	if !ok {
-		return nil, fmt.Errorf("plugin %s has no %s step %q: %w", p.desc.Name, call.Kind, name, ErrIncompatibleHardwareMethod)
-	}
-	timeout := DefaultStepTimeout
-	if st.Timeout > 0 {
-		timeout = time.Duration(st.Timeout) * time.Second
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-
 	args := call.Step.Args
 	if args == nil {
 		args = map[string]any{}
@@ -371,11 +356,11 @@ func (t *tail) String() string {
 	return string(t.buf)
 }
 
-// PluginManagers converts plugins to Managers, sorted by name.
-func PluginManagers(ps []*Plugin) []Manager {
-	out := make([]Manager, len(ps))
+// PluginManagers returns the plugins' Managers, sorted by name.
+func PluginManagers(ps []*Plugin) []*Manager {
+	out := make([]*Manager, len(ps))
 	for i, p := range ps {
-		out[i] = p
+		out[i] = p.Manager
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name() < out[j].Name() })
 	return out

@@ -1,8 +1,14 @@
 // Package steps is the agent's step machinery: hardware managers offer clean,
 // deploy and service steps; a Set collects them with ironic-python-agent's
-// merging rules and dispatches execute calls to the best manager. Managers come
-// from Go code (Register in init, or NewFuncManager wired by main) and from
-// executables in a plugin directory (see PLUGINS.md).
+// merging rules and dispatches execute calls to the best manager.
+//
+// Every step, built in or from a plugin, is declared the same way: a Def
+// (kind, name, interface, priority, argsinfo, reboot_requested, abortable,
+// timeout and the function that runs it), grouped into a Manager (name,
+// version, support level). Go code builds managers with NewManager (the
+// agent's generic manager takes Deps.Steps; other managers Register in
+// init); executables in a plugin directory describe their Defs in JSON and
+// become managers the same way (see PLUGINS.md).
 package steps
 
 import (
@@ -33,23 +39,6 @@ type (
 	Node  = map[string]any
 	Ports = []map[string]any
 )
-
-// Manager is a hardware manager.
-type Manager interface {
-	// Name keys the manager in X_steps and hardware_manager_version.
-	Name() string
-	// Version changes whenever the manager's steps change; the controller
-	// sends the map back with execute calls and a mismatch forces a re-fetch.
-	Version() string
-	// Evaluate says how well the manager supports this machine.
-	Evaluate(ctx context.Context) SupportLevel
-	// Steps lists the steps of kind the manager offers.
-	Steps(kind proto.StepKind) []proto.Step
-	// Execute runs one step. It returns an error wrapping
-	// ErrIncompatibleHardwareMethod when it does not implement the step (or
-	// cannot on this hardware) so the next manager is tried.
-	Execute(ctx context.Context, call Call) (any, error)
-}
 
 // ErrIncompatibleHardwareMethod makes the dispatcher try the next manager.
 var ErrIncompatibleHardwareMethod = errors.New("incompatible hardware method")
@@ -91,12 +80,12 @@ func (e *VersionMismatchError) Error() string {
 
 var (
 	regMu    sync.Mutex
-	registry = map[string]Manager{}
+	registry = map[string]*Manager{}
 )
 
 // Register adds a built-in manager; call it from init(). An empty or duplicate
 // name panics: two managers cannot share a key in hardware_manager_version.
-func Register(m Manager) {
+func Register(m *Manager) {
 	regMu.Lock()
 	defer regMu.Unlock()
 	name := m.Name()
@@ -110,10 +99,10 @@ func Register(m Manager) {
 }
 
 // Registered returns the registered managers sorted by name.
-func Registered() []Manager {
+func Registered() []*Manager {
 	regMu.Lock()
 	defer regMu.Unlock()
-	out := make([]Manager, 0, len(registry))
+	out := make([]*Manager, 0, len(registry))
 	for _, m := range registry {
 		out = append(out, m)
 	}
@@ -125,7 +114,7 @@ func Registered() []Manager {
 // Set: the evaluated managers of one agent run.
 
 type evaluated struct {
-	m       Manager
+	m       *Manager
 	support SupportLevel
 }
 
@@ -138,7 +127,7 @@ type Set struct {
 
 // NewSet evaluates ms and keeps those with support > 0, sorted by support
 // (desc) then name. Duplicate names: the first one wins, the rest are logged.
-func NewSet(ctx context.Context, log *slog.Logger, ms ...Manager) *Set {
+func NewSet(ctx context.Context, log *slog.Logger, ms ...*Manager) *Set {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -167,8 +156,8 @@ func NewSet(ctx context.Context, log *slog.Logger, ms ...Manager) *Set {
 }
 
 // Managers returns the supported managers, best first.
-func (s *Set) Managers() []Manager {
-	out := make([]Manager, len(s.managers))
+func (s *Set) Managers() []*Manager {
+	out := make([]*Manager, len(s.managers))
 	for i, e := range s.managers {
 		out[i] = e.m
 	}
@@ -284,70 +273,4 @@ func equalMaps(a, b map[string]string) bool {
 		}
 	}
 	return true
-}
-
-// ---------------------------------------------------------------------------
-// FuncManager: a manager assembled from Go functions.
-
-// Func runs one step.
-type Func func(ctx context.Context, call Call) (any, error)
-
-// FuncManager is a Manager built from step functions. The agent's generic
-// manager is one; the disk and image packages add their steps to it (erase_devices,
-// write_image, …) through Add.
-type FuncManager struct {
-	name, version string
-	support       SupportLevel
-	mu            sync.RWMutex
-	steps         map[proto.StepKind][]proto.Step
-	funcs         map[proto.StepKind]map[string]Func
-}
-
-var _ Manager = (*FuncManager)(nil)
-
-// NewFuncManager returns an empty manager.
-func NewFuncManager(name, version string, support SupportLevel) *FuncManager {
-	return &FuncManager{name: name, version: version, support: support,
-		steps: map[proto.StepKind][]proto.Step{}, funcs: map[proto.StepKind]map[string]Func{}}
-}
-
-// Add offers step for each kind, run by fn. Adding a step name twice for the
-// same kind panics (a wiring bug).
-func (m *FuncManager) Add(step proto.Step, fn Func, kinds ...proto.StepKind) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, k := range kinds {
-		if m.funcs[k] == nil {
-			m.funcs[k] = map[string]Func{}
-		}
-		if _, dup := m.funcs[k][step.Step]; dup {
-			panic(fmt.Sprintf("steps: %s step %q added twice to %s", k, step.Step, m.name))
-		}
-		m.funcs[k][step.Step] = fn
-		m.steps[k] = append(m.steps[k], step)
-	}
-}
-
-func (m *FuncManager) Name() string    { return m.name }
-func (m *FuncManager) Version() string { return m.version }
-
-// Evaluate returns the support level given at construction.
-func (m *FuncManager) Evaluate(context.Context) SupportLevel { return m.support }
-
-// Steps lists the steps added for kind.
-func (m *FuncManager) Steps(kind proto.StepKind) []proto.Step {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return append([]proto.Step(nil), m.steps[kind]...)
-}
-
-// Execute runs the step's function, or answers ErrIncompatibleHardwareMethod.
-func (m *FuncManager) Execute(ctx context.Context, call Call) (any, error) {
-	m.mu.RLock()
-	fn := m.funcs[call.Kind][call.Step.Step.Step]
-	m.mu.RUnlock()
-	if fn == nil {
-		return nil, fmt.Errorf("%s has no %s step %q: %w", m.name, call.Kind, call.Step.Step.Step, ErrIncompatibleHardwareMethod)
-	}
-	return fn(ctx, call)
 }

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kilnhq/kiln/proto"
 )
@@ -46,33 +47,27 @@ func TestMerge(t *testing.T) {
 	}
 }
 
-// fakeManager is a test manager that records calls.
-type fakeManager struct {
-	name    string
-	support SupportLevel
-	steps   map[proto.StepKind][]proto.Step
-	run     func(Call) (any, error)
-	calls   int
-}
-
-func (f *fakeManager) Name() string                          { return f.name }
-func (f *fakeManager) Version() string                       { return "1." + f.name }
-func (f *fakeManager) Evaluate(context.Context) SupportLevel { return f.support }
-func (f *fakeManager) Steps(k proto.StepKind) []proto.Step   { return f.steps[k] }
-func (f *fakeManager) Execute(_ context.Context, c Call) (any, error) {
-	f.calls++
-	return f.run(c)
+// fakeManager builds a manager whose clean steps all call *run, counting calls.
+func fakeManager(name string, support SupportLevel, run *func(Call) (any, error), calls *int, clean ...proto.Step) *Manager {
+	var defs []Def
+	for _, s := range clean {
+		defs = append(defs, Def{Kind: proto.StepClean, Step: s, Run: func(_ context.Context, c Call) (any, error) {
+			*calls++
+			return (*run)(c)
+		}})
+	}
+	return MustManager(name, "1."+name, support, defs...)
 }
 
 func TestSetCollectAndExecute(t *testing.T) {
 	incompatible := func(Call) (any, error) { return nil, ErrIncompatibleHardwareMethod }
-	vendor := &fakeManager{name: "vendor", support: SupportServiceProvider,
-		steps: map[proto.StepKind][]proto.Step{proto.StepClean: {st("erase_devices", 0)}}, run: incompatible}
-	generic := &fakeManager{name: "generic", support: SupportGeneric,
-		steps: map[proto.StepKind][]proto.Step{proto.StepClean: {st("erase_devices", 10), st("erase_devices_metadata", 99)}},
-		run:   func(c Call) (any, error) { return "generic ran " + c.Step.Step.Step, nil }}
-	none := &fakeManager{name: "none", support: SupportNone,
-		steps: map[proto.StepKind][]proto.Step{proto.StepClean: {st("evil", 100)}}}
+	var vendorCalls, genericCalls, noneCalls int
+	vendorRun := incompatible
+	genericRun := func(c Call) (any, error) { return "generic ran " + c.Step.Step.Step, nil }
+	noneRun := func(Call) (any, error) { return "evil ran", nil }
+	vendor := fakeManager("vendor", SupportServiceProvider, &vendorRun, &vendorCalls, st("erase_devices", 0))
+	generic := fakeManager("generic", SupportGeneric, &genericRun, &genericCalls, st("erase_devices", 10), st("erase_devices_metadata", 99))
+	none := fakeManager("none", SupportNone, &noneRun, &noneCalls, st("evil", 100))
 	s := NewSet(context.Background(), nil, generic, none, vendor)
 
 	if got := s.Managers(); len(got) != 2 || got[0].Name() != "vendor" || got[1].Name() != "generic" {
@@ -90,8 +85,8 @@ func TestSetCollectAndExecute(t *testing.T) {
 	call := Call{Kind: proto.StepClean, Step: proto.StepCall{Step: st("erase_devices", 0)}}
 	// IncompatibleHardwareMethod from vendor → generic runs it.
 	out, err := s.Execute(context.Background(), call, s.Versions())
-	if err != nil || out != "generic ran erase_devices" || vendor.calls != 1 {
-		t.Fatalf("execute = %v, %v (vendor calls %d)", out, err, vendor.calls)
+	if err != nil || out != "generic ran erase_devices" || vendorCalls != 1 || genericCalls != 1 {
+		t.Fatalf("execute = %v, %v (vendor calls %d, generic %d)", out, err, vendorCalls, genericCalls)
 	}
 	// Version mismatch.
 	_, err = s.Execute(context.Background(), call, map[string]string{"generic": "0.9"})
@@ -100,14 +95,14 @@ func TestSetCollectAndExecute(t *testing.T) {
 		t.Fatalf("want VersionMismatchError, got %v", err)
 	}
 	// Nobody implements.
-	generic.run = incompatible
+	genericRun = incompatible
 	_, err = s.Execute(context.Background(), call, nil)
 	if !errors.Is(err, ErrIncompatibleHardwareMethod) || !strings.Contains(err.Error(), "no hardware manager") {
 		t.Fatalf("want no-manager error, got %v", err)
 	}
 	// A real failure stops the search.
-	generic.run = func(Call) (any, error) { return nil, errors.New("disk on fire") }
-	vendor.run = func(Call) (any, error) { return nil, errors.New("vendor failed") }
+	genericRun = func(Call) (any, error) { return nil, errors.New("disk on fire") }
+	vendorRun = func(Call) (any, error) { return nil, errors.New("vendor failed") }
 	_, err = s.Execute(context.Background(), call, nil)
 	if err == nil || !strings.Contains(err.Error(), "vendor failed") {
 		t.Fatalf("want vendor failure, got %v", err)
@@ -115,11 +110,11 @@ func TestSetCollectAndExecute(t *testing.T) {
 }
 
 func TestRegisterDuplicatePanics(t *testing.T) {
-	m := NewFuncManager("test_register_dup", "1", SupportGeneric)
+	m := MustManager("test_register_dup", "1", SupportGeneric)
 	Register(m)
 	found := false
 	for _, r := range Registered() {
-		found = found || r == Manager(m)
+		found = found || r == m
 	}
 	if !found {
 		t.Fatal("registered manager not listed")
@@ -129,16 +124,22 @@ func TestRegisterDuplicatePanics(t *testing.T) {
 			t.Fatal("duplicate Register did not panic")
 		}
 	}()
-	Register(NewFuncManager("test_register_dup", "2", SupportGeneric))
+	Register(MustManager("test_register_dup", "2", SupportGeneric))
 }
 
-func TestFuncManager(t *testing.T) {
-	m := NewFuncManager("generic", "1.0", SupportGeneric)
-	m.Add(st("erase_devices_metadata", 99), func(_ context.Context, c Call) (any, error) {
-		return c.Kind, nil
-	}, proto.StepClean, proto.StepDeploy)
-	if len(m.Steps(proto.StepDeploy)) != 1 || len(m.Steps(proto.StepService)) != 0 {
-		t.Fatal("steps by kind wrong")
+func TestManager(t *testing.T) {
+	byKind := func(_ context.Context, c Call) (any, error) { return c.Kind, nil }
+	m := MustManager("generic", "1.0", SupportGeneric,
+		Def{Kind: proto.StepClean, Step: st("erase_devices_metadata", 99), Run: byKind},
+		Def{Kind: proto.StepDeploy, Step: proto.Step{Step: "erase_devices_metadata"}, Run: byKind},
+		Def{Kind: proto.StepService, Step: proto.Step{Step: "slow", Abortable: true}, Timeout: time.Millisecond,
+			Run: func(ctx context.Context, _ Call) (any, error) { <-ctx.Done(); return nil, ctx.Err() }})
+	if got := m.Steps(proto.StepClean); len(got) != 1 || got[0].Priority != 99 {
+		t.Fatalf("clean steps %+v", got)
+	}
+	// The interface defaults to deploy, as Ironic's steps have it.
+	if got := m.Steps(proto.StepDeploy); len(got) != 1 || got[0].Priority != 0 || got[0].Interface != "deploy" {
+		t.Fatalf("deploy steps %+v", got)
 	}
 	out, err := m.Execute(context.Background(), Call{Kind: proto.StepDeploy, Step: proto.StepCall{Step: st("erase_devices_metadata", 0)}})
 	if err != nil || out != proto.StepDeploy {
@@ -147,10 +148,40 @@ func TestFuncManager(t *testing.T) {
 	if _, err := m.Execute(context.Background(), Call{Kind: proto.StepService, Step: proto.StepCall{Step: st("erase_devices_metadata", 0)}}); !errors.Is(err, ErrIncompatibleHardwareMethod) {
 		t.Fatalf("want incompatible, got %v", err)
 	}
+	// The Def's timeout bounds the run (the step sees its context end).
+	if _, err := m.Execute(context.Background(), Call{Kind: proto.StepService, Step: proto.StepCall{Step: proto.Step{Step: "slow"}}}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("want deadline exceeded, got %v", err)
+	}
+}
+
+func TestNewManagerRejects(t *testing.T) {
+	run := func(context.Context, Call) (any, error) { return nil, nil }
+	for _, c := range []struct {
+		name string
+		mgr  string
+		defs []Def
+		err  string
+	}{
+		{"ok", "m", []Def{{Kind: proto.StepClean, Step: st("a", 1), Run: run}, {Kind: proto.StepDeploy, Step: st("a", 0), Run: run}}, ""},
+		{"no manager name", "", nil, "without a name"},
+		{"unknown kind", "m", []Def{{Kind: "reboot", Step: st("a", 0), Run: run}}, "unknown step kind"},
+		{"no step name", "m", []Def{{Kind: proto.StepClean, Run: run}}, "no name"},
+		{"bad characters", "m", []Def{{Kind: proto.StepClean, Step: st("a/b", 0), Run: run}}, "invalid characters"},
+		{"negative timeout", "m", []Def{{Kind: proto.StepClean, Step: st("a", 0), Timeout: -1, Run: run}}, "negative timeout"},
+		{"no function", "m", []Def{{Kind: proto.StepClean, Step: st("a", 0)}}, "no function"},
+		{"twice in one kind", "m", []Def{{Kind: proto.StepClean, Step: st("a", 0), Run: run}, {Kind: proto.StepClean, Step: st("a", 5), Run: run}}, "declared twice"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := NewManager(c.mgr, "1", SupportGeneric, c.defs...)
+			if (c.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.err)) {
+				t.Fatalf("NewManager = %v, want %q", err, c.err)
+			}
+		})
+	}
 	defer func() {
 		if recover() == nil {
-			t.Fatal("duplicate Add did not panic")
+			t.Fatal("MustManager of a bad Def did not panic")
 		}
 	}()
-	m.Add(st("erase_devices_metadata", 1), nil, proto.StepClean)
+	MustManager("m", "1", SupportGeneric, Def{Kind: proto.StepClean, Step: st("a", 0)})
 }

@@ -66,7 +66,7 @@ func Register(h HardwareType) {
 	if _, dup := types[h.Name]; dup {
 		panic("driver: hardware type registered twice: " + h.Name)
 	}
-	types[h.Name] = h
+	types[h.Name] = withAgentRAID(h)
 }
 
 // Lookup returns the hardware type called name.

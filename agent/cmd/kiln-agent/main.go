@@ -8,7 +8,7 @@
 // (agent/netconf: BOOTIF first, DHCP or the kernel's ip=). Outside a ramdisk
 // the network is left alone unless --network=true. The hardware parts wired
 // into the runtime: inventory (agent/inventory), the image writer and the
-// disk steps (agent/hwmgr).
+// disk steps (agent/hwmgr), software RAID (agent/raid).
 package main
 
 import (
@@ -25,6 +25,7 @@ import (
 	"github.com/kilnhq/kiln/agent/hwmgr"
 	"github.com/kilnhq/kiln/agent/inventory"
 	"github.com/kilnhq/kiln/agent/netconf"
+	"github.com/kilnhq/kiln/agent/raid"
 	"github.com/kilnhq/kiln/initramfs/modload"
 	"github.com/kilnhq/kiln/proto"
 )
@@ -61,7 +62,7 @@ func main() {
 	hw := hwmgr.New(hwmgr.Options{Log: log})
 	deps := agent.Deps{Log: log, Ring: ring, Safety: safety,
 		WriteImage: hw.WriteImage,
-		Generic:    hw.AddSteps,
+		Steps:      append(hw.Steps(), raid.New(raid.Options{Log: log}).Steps()...),
 		Inventory: func(ctx context.Context) (any, error) {
 			return inventory.Collect(ctx, inventory.Options{BootIF: cfg.BootIF, CollectLLDP: cfg.CollectLLDP, AllowLoop: safety.Allow, Logger: log})
 		},

@@ -13,6 +13,7 @@ import (
 // Plan is the step list of a flow once the agent's steps are known.
 func Plan(in Input, kind proto.StepKind, agent []proto.Step) ([]proto.StepCall, error) {
 	s := in.State
+	agent = withoutForeignRAID(in.Node, agent)
 	if len(in.DriverSteps) > 0 {
 		agent = append(slices.Clone(agent), in.DriverSteps...)
 	}

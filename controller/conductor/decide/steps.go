@@ -133,10 +133,20 @@ func commandsRead(in Input, ev AgentCommandsRead) []Action {
 		}
 	case agentclient.StepSucceeded:
 	}
+	var acts []Action
+	if st.State == agentclient.StepSucceeded {
+		raid, why := agentRAIDDone(n, cur, st.Result.Result, in.Now)
+		if why != "" {
+			return fail(in, fmt.Sprintf("Agent returned error for %s step %s on node %s: %s", ev.Kind, stepLabel(cur), n.UUID, why))
+		}
+		if raid != nil {
+			acts = append(acts, Update{Node: raid})
+		}
+	}
 	advance := func(s *flowstate.State) { s.StepIndex, s.StepSent = idx+1, false }
 	next := in
 	advance(&next.State)
-	return append([]Action{Update{Flow: advance}}, runSteps(next, ev.Kind, ev.HeartbeatAt)...)
+	return append(append(acts, Update{Flow: advance}), runSteps(next, ev.Kind, ev.HeartbeatAt)...)
 }
 
 // runSteps runs the plan from the current step: the conductor's own steps
