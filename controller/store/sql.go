@@ -630,6 +630,7 @@ func (s *sqlStore) ListPorts(ctx context.Context, q PortQuery) ([]*proto.Port, e
 		where = append(where, "portgroup_uuid = ?")
 		args = append(args, q.PortgroupUUID)
 	}
+	where, args = portPlacementWhere(q, where, args)
 	cols := "doc"
 	if q.Summary {
 		cols = "uuid, address"

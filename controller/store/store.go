@@ -189,6 +189,9 @@ type NodeQuery struct {
 type PortQuery struct {
 	NodeUUID, Address, Name string
 	PortgroupUUID           string // exact: the ports of one port group
+	// ConductorGroups and Shards keep the ports whose node is in any of
+	// these conductor groups (1.99) or shards (1.82).
+	ConductorGroups, Shards []string
 	Limit                   int
 	Marker                  string // port UUID
 	SortKey                 string // one of PortSortKeys; "" = insertion order
