@@ -300,6 +300,7 @@ func nodeWhere(q NodeQuery) (where []string, args []any) {
 			where = append(where, "instance_uuid = ''")
 		}
 	}
+	where, args = nodeFilterWhere(q, where, args)
 	return shardWhere(q, where, args)
 }
 

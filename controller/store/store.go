@@ -168,7 +168,13 @@ type NodeQuery struct {
 	NoChildren bool
 	// InstanceName is an exact match on instance_name (1.104).
 	InstanceName string
-	Limit        int // 0 = no limit
+	// Retired, when set, keeps the retired (true) or other nodes (1.61);
+	// Lessee and Conductor are exact matches (1.65, 1.49);
+	// DescriptionContains keeps nodes whose description contains it,
+	// ignoring ASCII case (1.51).
+	Retired                                *bool
+	Lessee, Conductor, DescriptionContains string
+	Limit                                  int // 0 = no limit
 	// Marker is a node UUID: return the nodes after it in the sort order
 	// (ErrNotFound if no such node).
 	Marker string
