@@ -118,8 +118,8 @@ func conductorGroupList(v string) (string, error) {
 	return listFilter("conductor_groups", v, true)
 }
 
-// portPlacementFilters reads the port list filters on the node's shard
-// (1.82) and conductor group (1.99, ?conductor_groups= as Ironic's server
+// portPlacementFilters reads the port list filters on a substring of the
+// description (1.97), the node's shard (1.82) and conductor group (1.99, ?conductor_groups= as Ironic's server
 // reads it, ?conductor_group= as its API reference spells it) into q, with
 // Ironic's rules: a node, a port group and shards exclude each other (403
 // as Ironic's OperationNotPermitted), and conductor groups go with none of
@@ -137,6 +137,15 @@ func portPlacementFilters(c echo.Context, q *store.PortQuery) error {
 			return errorf(http.StatusForbidden, "Operation not permitted.")
 		}
 		q.Shards = strings.Split(list, ",")
+	}
+	if v := c.QueryParam("description_contains"); v != "" {
+		if minor(c) < 97 {
+			return notAcceptable()
+		}
+		if len(v) > maxPortDescriptionLen {
+			return badRequest("Invalid value for description_contains: at most %d characters", maxPortDescriptionLen)
+		}
+		q.DescriptionContains = v
 	}
 	for _, param := range []string{"conductor_groups", "conductor_group"} {
 		v := c.QueryParam(param)

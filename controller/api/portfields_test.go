@@ -301,3 +301,25 @@ func TestPortgroupDynamicField(t *testing.T) {
 		}
 	}
 }
+
+// TestPortDescriptionContains: ports listed by a substring of their
+// description (1.97), alone or with a node, 406 below 1.97.
+func TestPortDescriptionContains(t *testing.T) {
+	srv := chassisServer(t)
+	node := mustCall(t, srv, 201, "POST", "/v1/nodes", "1.95", `{"driver":"fake-hardware","name":"d1"}`)["uuid"].(string)
+	for i, d := range []string{"Uplink to TOR-1", "BMC port", "uplink to tor-2"} {
+		mustCall(t, srv, 201, "POST", "/v1/ports", "1.97", fmt.Sprintf(`{"node_uuid":%q,"address":"52:54:00:00:51:0%d","description":%q}`, node, i, d))
+	}
+	for query, want := range map[string]int{"description_contains=uplink": 2, "description_contains=TOR-2&node=d1": 1, "description_contains=nothing": 0} {
+		got := mustCall(t, srv, 200, "GET", "/v1/ports?"+query, "1.97", "")["ports"].([]any)
+		if len(got) != want {
+			t.Errorf("?%s: %d ports, want %d", query, len(got), want)
+		}
+	}
+	if code, _ := call(t, srv, "GET", "/v1/ports?description_contains=uplink", "1.96", ""); code != http.StatusNotAcceptable {
+		t.Errorf("below 1.97: %d, want 406", code)
+	}
+	if code, _ := call(t, srv, "GET", "/v1/ports?description_contains="+strings.Repeat("x", 256), "1.97", ""); code != http.StatusBadRequest {
+		t.Errorf("a 256-character filter: %d, want 400", code)
+	}
+}

@@ -128,3 +128,39 @@ func TestPortPlacementFollowsNode(t *testing.T) {
 		check("port 1 moved", PortQuery{Shards: []string{"s1"}}, "shard", "s1", "2")
 	})
 }
+
+// TestPortDescriptionFilter: ports listed by a substring of their
+// description, any case, wildcards matched as themselves, on both
+// databases.
+func TestPortDescriptionFilter(t *testing.T) {
+	eachBackend(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		st := openT(t, dsn, Options{})
+		n := &proto.Node{UUID: "50000000-0000-4000-8000-000000000001", Driver: "fake-hardware"}
+		if err := st.CreateNode(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+		for i, d := range []string{"Uplink to TOR-1", "100% spare_port", ""} {
+			p := &proto.Port{UUID: fmt.Sprintf("50000000-0000-4000-8000-00000000001%d", i), Address: fmt.Sprintf("52:54:00:00:50:0%d", i), NodeUUID: n.UUID}
+			if d != "" {
+				p.Description = &d
+			}
+			if err := st.CreatePort(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for sub, want := range map[string][]string{"tor-1": {"0"}, "%": {"1"}, "e_p": {"1"}, "o_t": nil, "p": {"0", "1"}} {
+			got, err := st.ListPorts(ctx, PortQuery{DescriptionContains: sub, NodeUUID: n.UUID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for _, p := range got {
+				ids = append(ids, p.UUID[len(p.UUID)-1:])
+			}
+			if !slices.Equal(ids, want) {
+				t.Errorf("description contains %q: %v, want %v", sub, ids, want)
+			}
+		}
+	})
+}

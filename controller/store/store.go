@@ -205,6 +205,9 @@ type PortQuery struct {
 	// Summary returns ports with only UUID and Address, read from their
 	// columns without decoding documents: the hot path of GET /v1/ports.
 	Summary bool
+	// DescriptionContains keeps the ports whose description contains it,
+	// ignoring case (1.97).
+	DescriptionContains string
 }
 
 // NodeSortKeys are the accepted NodeQuery.SortKey values (node field names).

@@ -12,3 +12,6 @@ ALTER TABLE nodes ADD COLUMN description TEXT GENERATED ALWAYS AS (json_extract(
 CREATE INDEX nodes_retired ON nodes (retired);
 CREATE INDEX nodes_lessee ON nodes (lessee) WHERE lessee IS NOT NULL;
 CREATE INDEX nodes_conductor ON nodes (conductor) WHERE conductor IS NOT NULL;
+
+-- Ports are filtered by a substring of their description too (1.97).
+ALTER TABLE ports ADD COLUMN description TEXT GENERATED ALWAYS AS (json_extract(doc, '$.description')) VIRTUAL;
