@@ -20,19 +20,23 @@ type Portgroup struct {
 	StandalonePortsSupported LooseBool `json:"standalone_ports_supported"`
 	PhysicalNetwork          *string   `json:"physical_network"`
 	Category                 *string   `json:"category"`
-	CreatedAt                *Time     `json:"created_at"`
-	UpdatedAt                *Time     `json:"updated_at"`
-	Links                    []Link    `json:"links,omitempty"`
-	Ports                    []Link    `json:"ports,omitempty"`
+	// DynamicPortgroup marks a group Ironic would manage itself (1.111);
+	// clients cannot set it, so it is false.
+	DynamicPortgroup bool   `json:"dynamic_portgroup"`
+	CreatedAt        *Time  `json:"created_at"`
+	UpdatedAt        *Time  `json:"updated_at"`
+	Links            []Link `json:"links,omitempty"`
+	Ports            []Link `json:"ports,omitempty"`
 }
 
 // PortgroupFieldMinVersion gives the minor microversion that introduced each
 // port group field; the others came with port groups (1.23).
 var PortgroupFieldMinVersion = map[string]int{
-	"mode":             26,
-	"properties":       26,
-	"physical_network": 102,
-	"category":         103,
+	"mode":              26,
+	"properties":        26,
+	"physical_network":  102,
+	"category":          103,
+	"dynamic_portgroup": 111,
 }
 
 // TenantVIFKey is the internal_info key of a port or port group that records

@@ -145,7 +145,7 @@ func stepNumber(raw json.RawMessage) (int, error) {
 // Runbook is a named list of steps for manual cleaning or servicing
 // (Ironic's /v1/runbooks, 1.92): PUT …/states/provision with target clean
 // or service and "runbook" runs them on a node that has the runbook's name
-// among its traits.
+// among its traits (below 1.112) or one of the runbook's traits (from it).
 type Runbook struct {
 	UUID           string        `json:"uuid"`
 	Name           string        `json:"name"`
@@ -154,7 +154,16 @@ type Runbook struct {
 	Extra          Dict          `json:"extra"`
 	Public         bool          `json:"public"`
 	Owner          *string       `json:"owner"`
-	CreatedAt      *Time         `json:"created_at"`
-	UpdatedAt      *Time         `json:"updated_at"`
-	Links          []Link        `json:"links,omitempty"`
+	// Description (1.112) is free text; Traits (1.112) are the node
+	// traits that approve the runbook for a node, set through
+	// /v1/runbooks/{id}/traits only.
+	Description *string  `json:"description"`
+	Traits      []string `json:"traits"`
+	CreatedAt   *Time    `json:"created_at"`
+	UpdatedAt   *Time    `json:"updated_at"`
+	Links       []Link   `json:"links,omitempty"`
 }
+
+// RunbookFieldMinVersion gives the microversion of the runbook fields
+// newer than runbooks (1.92).
+var RunbookFieldMinVersion = map[string]int{"description": 112, "traits": 112}

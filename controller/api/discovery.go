@@ -94,7 +94,7 @@ func (s *Server) enrollDiscovered(c echo.Context, inv json.RawMessage, req map[s
 		return s.storeError(err, "Node", n.UUID)
 	}
 	for _, mac := range sum.MACs {
-		p := proto.Port{UUID: uuid.NewString(), Address: mac, NodeUUID: n.UUID, PXEEnabled: sum.PXE == "" || mac == sum.PXE,
+		p := proto.Port{UUID: uuid.NewString(), Address: mac, NodeUUID: n.UUID, PXEEnabled: sum.PXE == "" || mac == sum.PXE, AvailableForDynamicPortgroup: true,
 			Extra: proto.Dict{}, InternalInfo: proto.Dict{}, LocalLinkConnection: proto.Dict{}}
 		if err := s.store.CreatePort(ctx, &p); err != nil {
 			// Another report of the same machine won the race: keep its node.

@@ -178,12 +178,13 @@ func goldenStore(t *testing.T) store.Store {
 	for _, p := range []*proto.Port{
 		{UUID: goldPortA1, Address: "52:54:00:aa:00:01", NodeUUID: goldActive, PXEEnabled: true, PhysicalNetwork: str("physnet1"),
 			Extra: proto.Dict{"cable": "blue", "vlan": map[string]any{"id": 100}}, InternalInfo: proto.Dict{"tenant_vif_port_id": "vif-1"},
-			LocalLinkConnection: proto.Dict{"switch_id": "0a:1b:2c:3d:4e:5f", "port_id": "Ethernet1/1", "switch_info": "tor-1"}},
+			LocalLinkConnection: proto.Dict{"switch_id": "0a:1b:2c:3d:4e:5f", "port_id": "Ethernet1/1", "switch_info": "tor-1"},
+			Description:         str("uplink to tor-1"), Vendor: str("mellanox"), Category: str("uplink"), AvailableForDynamicPortgroup: true},
 		{UUID: goldPortA2, Address: "52:54:00:aa:00:02", NodeUUID: goldActive, PXEEnabled: false, Name: str("gold-active-eth1"),
 			Extra: proto.Dict{}, InternalInfo: proto.Dict{},
 			LocalLinkConnection: proto.Dict{"switch_id": "0a:1b:2c:3d:4e:5f", "port_id": "Ethernet1/2", "switch_info": "tor-1"}},
 		{UUID: goldPortM, Address: "52:54:00:bb:00:01", NodeUUID: goldMaint, PXEEnabled: true,
-			Extra: proto.Dict{"auth_token": "t0k"}, InternalInfo: proto.Dict{}, LocalLinkConnection: proto.Dict{}},
+			Extra: proto.Dict{"auth_token": "t0k"}, InternalInfo: proto.Dict{}, LocalLinkConnection: proto.Dict{}, AvailableForDynamicPortgroup: true},
 	} {
 		if err := st.CreatePort(ctx, p); err != nil {
 			t.Fatalf("golden port %s: %v", p.UUID, err)

@@ -97,6 +97,9 @@ func validatePortStrings(p *proto.Port) error {
 	if err := checkLen("port", "name", p.Name, maxNameLen); err != nil {
 		return err
 	}
+	if err := validatePortTexts(p); err != nil {
+		return err
+	}
 	return checkLen("port", "physical_network", p.PhysicalNetwork, maxPhysicalNetworkLen)
 }
 

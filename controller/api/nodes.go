@@ -157,6 +157,9 @@ func (s *Server) listNodesOf(c echo.Context, detail bool, path, chassis string) 
 	if err := nodeTreeFilters(c, &q); err != nil {
 		return err
 	}
+	if err := nodeListFilters(c, &q); err != nil {
+		return err
+	}
 	if err := checkFault(q.Fault); err != nil {
 		return err
 	}

@@ -40,8 +40,12 @@ func (s *Server) portgroupAPI() resource[proto.Portgroup] {
 		filters: map[string]filter{
 			"node":    {store: "node_uuid", resolve: s.filterNode},
 			"address": {store: "address", check: normalizeMAC},
+			// The node's shard (1.106) and conductor group (1.99), lists.
+			"shard":            {store: "shard", minVersion: 106, check: shardList},
+			"conductor_groups": {store: "conductor_group", minVersion: 99, check: conductorGroupList},
+			"conductor_group":  {store: "conductor_group", minVersion: 99, check: conductorGroupList},
 		},
-		exclusive:    []string{"node", "address"},
+		exclusive:    []string{"node", "address", "shard", "conductor_groups"}, // conductor_group: the same store filter
 		exclusiveMsg: "Filtering by node, address, or shard simultaneously is not supported.",
 		byName:       "name",
 		fresh: func() proto.Portgroup {

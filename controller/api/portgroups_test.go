@@ -44,6 +44,11 @@ func shownAtMax(sample map[string]any) map[string]any {
 		}
 		out[k] = v
 	}
+	// The reference's full samples (with 1.103's category) predate
+	// 1.111's dynamic_portgroup.
+	if _, ok := out["category"]; ok && api.MaxMinor >= 111 {
+		out["dynamic_portgroup"] = false
+	}
 	return out
 }
 

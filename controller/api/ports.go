@@ -14,9 +14,10 @@ import (
 	"github.com/kilnhq/kiln/proto"
 )
 
-var portCreateFields = []string{"address", "node_uuid", "extra", "local_link_connection", "pxe_enabled", "physical_network", "is_smartnic", "name", "portgroup_uuid", "uuid"}
+var portCreateFields = []string{"address", "node_uuid", "extra", "local_link_connection", "pxe_enabled", "physical_network", "is_smartnic", "name", "portgroup_uuid", "uuid",
+	"node_ident", "description", "vendor", "category", "available_for_dynamic_portgroup"}
 
-var portPatchable = []string{"address", "extra", "is_smartnic", "local_link_connection", "name", "node_uuid", "physical_network", "portgroup_uuid", "pxe_enabled"}
+var portPatchable = []string{"address", "available_for_dynamic_portgroup", "category", "description", "extra", "is_smartnic", "local_link_connection", "name", "node_uuid", "physical_network", "portgroup_uuid", "pxe_enabled", "vendor"}
 
 var portSortable = sortKeys(store.PortSortKeys)
 
@@ -34,22 +35,37 @@ func (s *Server) createPort(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := checkFields(c, "port", obj, portCreateFields, proto.PortFieldMinVersion); err != nil {
+	if err := checkFields(c, "port", obj, portCreateFields, portCreateMinVersion); err != nil {
 		return err
 	}
-	p := proto.Port{PXEEnabled: true}
+	nodeIdent, err := popNodeIdent(obj)
+	if err != nil {
+		return err
+	}
+	if err := checkStrictPortBools(obj); err != nil {
+		return err
+	}
+	p := proto.PortDefaults()
 	if err := decodeInto(obj, &p, "port"); err != nil {
 		return err
 	}
 	if p.Address == "" {
 		return badRequest("Schema error for port: 'address' is a required property")
 	}
-	if p.NodeUUID == "" {
-		return badRequest("Schema error for port: 'node_uuid' is a required property")
-	}
 	ctx := c.Request().Context()
-	if p.NodeUUID, err = s.portNodeUUID(ctx, p.NodeUUID); err != nil {
-		return err
+	switch {
+	case nodeIdent != "" && p.NodeUUID != "":
+		return badRequest("Schema error for port: exactly one of 'node_ident' and 'node_uuid' is required, not both")
+	case nodeIdent != "":
+		if p.NodeUUID, err = s.portNodeIdent(ctx, nodeIdent); err != nil {
+			return err
+		}
+	case p.NodeUUID == "":
+		return badRequest("Schema error for port: 'node_uuid' is a required property")
+	default:
+		if p.NodeUUID, err = s.portNodeUUID(ctx, p.NodeUUID); err != nil {
+			return err
+		}
 	}
 	if p.UUID == "" {
 		p.UUID = uuid.NewString()
@@ -197,6 +213,9 @@ func (s *Server) listPortsIn(c echo.Context, nodeUUID, portgroupUUID string, det
 		}
 		q.Address = mac
 	}
+	if err := portPlacementFilters(c, &q); err != nil {
+		return err
+	}
 	ports, err := s.store.ListPorts(ctx, q)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) && p.marker != "" {
@@ -229,6 +248,9 @@ func (s *Server) patchPort(c echo.Context) error {
 	if err := checkMandatoryRemovals(ops, portMandatory); err != nil {
 		return err
 	}
+	if err := checkStrictPortBoolOps(ops); err != nil {
+		return err
+	}
 	id, err := s.portIdent(c)
 	if err != nil {
 		return err
@@ -242,7 +264,8 @@ func (s *Server) patchPort(c echo.Context) error {
 	var group *string // the group the port is to join
 	p, err := s.store.UpdatePort(ctx, id, func(p *proto.Port) error {
 		var updated proto.Port
-		blank := proto.Port{Address: p.Address, NodeUUID: p.NodeUUID, PXEEnabled: true}
+		blank := proto.PortDefaults()
+		blank.Address, blank.NodeUUID = p.Address, p.NodeUUID
 		if err := applyPatch(p, blank, ops, &updated, "port"); err != nil {
 			return err
 		}

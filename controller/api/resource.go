@@ -56,7 +56,8 @@ type resource[T any] struct {
 	// what a removed root field goes back to on PATCH.
 	fresh func() T
 	// validate checks (and normalizes) an object after create's decoding
-	// and after a patch; its error is the answer.
+	// and after a patch; its error is the answer. minorOf(ctx) is the
+	// request's microversion.
 	validate func(ctx context.Context, v *T) error
 	// keep copies the fields a patch may not change from the stored object
 	// (the store keeps the UUID and created_at already).
@@ -301,7 +302,7 @@ func (r *resource[T]) create(c echo.Context) error {
 	} else {
 		*id = u.String()
 	}
-	ctx := c.Request().Context()
+	ctx := withMinor(c.Request().Context(), minor(c))
 	if r.validate != nil {
 		if err := r.validate(ctx, &v); err != nil {
 			return err
@@ -498,7 +499,7 @@ func (r *resource[T]) patch(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
+	ctx := withMinor(c.Request().Context(), minor(c))
 	var tried T
 	patched := func(v *T) (T, error) {
 		updated := r.fresh()

@@ -19,20 +19,24 @@ var runbooksAPI = resource[proto.Runbook]{
 	kind:         "Runbook",
 	name:         "runbooks",
 	sinceVersion: 92,
+	minVersion:   proto.RunbookFieldMinVersion,
 	tooOld:       "The API version does not allow runbooks",
 	byName:       "name",
 	listFields:   []string{"uuid", "name", "links"},
-	createFields: []string{"name", "steps", "disable_ramdisk", "extra", "public", "owner", "uuid"},
+	createFields: []string{"name", "steps", "disable_ramdisk", "extra", "public", "owner", "uuid", "description"},
 	required:     []string{"name", "steps"},
-	patchable:    []string{"disable_ramdisk", "extra", "name", "owner", "public", "steps"},
+	patchable:    []string{"description", "disable_ramdisk", "extra", "name", "owner", "public", "steps"},
 	mandatory:    []string{"name", "steps"},
 	secret:       []string{"steps"},
-	fresh:        func() proto.Runbook { return proto.Runbook{Extra: proto.Dict{}} },
-	validate: func(_ context.Context, r *proto.Runbook) error {
+	fresh:        func() proto.Runbook { return proto.Runbook{Extra: proto.Dict{}, Traits: []string{}} },
+	validate: func(ctx context.Context, r *proto.Runbook) error {
 		if r.Extra == nil {
 			r.Extra = proto.Dict{}
 		}
-		if err := checkTraitName("runbook", r.Name); err != nil {
+		if err := checkRunbookName(minorOf(ctx), r.Name); err != nil {
+			return err
+		}
+		if err := checkLen("runbook", "description", r.Description, maxRunbookDescriptionLen); err != nil {
 			return err
 		}
 		if err := checkLen("runbook", "owner", r.Owner, 255); err != nil {
@@ -50,6 +54,7 @@ var runbooksAPI = resource[proto.Runbook]{
 	// Making a runbook public drops its owner, as Ironic does when a patch
 	// sets public.
 	keep: func(from, to *proto.Runbook) {
+		to.Traits = from.Traits // changed through …/traits only
 		if to.Public && !from.Public && to.Owner != nil && from.Owner != nil && *to.Owner == *from.Owner {
 			to.Owner = nil
 		}
@@ -64,6 +69,9 @@ var runbooksAPI = resource[proto.Runbook]{
 	},
 	links: func(c echo.Context, r *proto.Runbook, _ map[string]bool) {
 		r.Links = links(c, "runbooks/"+r.UUID)
+		if r.Traits == nil {
+			r.Traits = []string{} // a runbook stored before 1.112's traits
+		}
 	},
 	taken: func(err error, r *proto.Runbook) *Error {
 		if errors.Is(err, store.ErrRunbookNameTaken) {
@@ -105,13 +113,14 @@ func (s *Server) provisionRunbook(c echo.Context, req *proto.ProvisionRequest) (
 
 // applyRunbook turns the request's runbook into its clean or service
 // steps, in the runbook's order, once the node is known: Ironic runs a
-// runbook only on a node that has its name among the node's traits.
-func applyRunbook(n *proto.Node, r *proto.Runbook, req *proto.ProvisionRequest) error {
+// runbook only on a node that has its name among the node's traits, or
+// from 1.112 (byTraits) one of the runbook's traits.
+func applyRunbook(n *proto.Node, r *proto.Runbook, req *proto.ProvisionRequest, byTraits bool) error {
 	if r == nil {
 		return nil
 	}
-	if !slices.Contains(n.Traits, r.Name) {
-		return badRequest("This runbook has not been approved for use on this node %s. Please ask an administrator to add it to your node traits.", n.UUID)
+	if err := runbookApproved(n, r, byTraits); err != nil {
+		return err
 	}
 	ordered := slices.Clone(r.Steps)
 	slices.SortStableFunc(ordered, func(a, b proto.RunbookStep) int { return a.Order - b.Order })

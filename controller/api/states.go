@@ -68,7 +68,7 @@ func (s *Server) setProvisionState(c echo.Context) error {
 		if n.Reservation != nil {
 			return nodeLocked(n.UUID, *n.Reservation)
 		}
-		if err := applyRunbook(n, runbook, &req); err != nil {
+		if err := applyRunbook(n, runbook, &req, minor(c) >= runbookTraitsSince); err != nil {
 			return err
 		}
 		recordProvisionRequest(n, req, t)

@@ -27,6 +27,7 @@ func (s *Server) mountStepResources(e *echo.Echo) {
 	s.steps.runbooks = &rb
 	rbStore, err := store.NewResources(s.store, store.RunbookResource)
 	rb.mount(e, rbStore, err)
+	s.mountRunbookTraits(e)
 
 	s.mountVolume(e)
 }

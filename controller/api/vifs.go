@@ -188,20 +188,25 @@ func (s *Server) attachVIF(c echo.Context) error {
 	if err := checkVIFID("id", *req.ID); err != nil {
 		return err
 	}
-	if minor(c) >= 67 {
-		for _, k := range []struct {
-			key string
-			dst *string
-		}{{"port_uuid", &req.PortUUID}, {"portgroup_uuid", &req.PortgroupUUID}} {
-			if raw, ok := obj[k.key]; ok {
-				if err := json.Unmarshal(raw, k.dst); err != nil {
-					return badRequest("Schema error for vif: %s is not of type 'string'", raw)
-				}
+	// port_uuid and portgroup_uuid name the target (documented from
+	// 1.67). Ironic's conductor reads them from the VIF as sent at any
+	// version; only from 1.67 does its API refuse both at once, and below
+	// it port_uuid wins.
+	for _, k := range []struct {
+		key string
+		dst *string
+	}{{"port_uuid", &req.PortUUID}, {"portgroup_uuid", &req.PortgroupUUID}} {
+		if raw, ok := obj[k.key]; ok {
+			if err := json.Unmarshal(raw, k.dst); err != nil {
+				return badRequest("Schema error for vif: %s is not of type 'string'", raw)
 			}
 		}
-		if req.PortUUID != "" && req.PortgroupUUID != "" {
+	}
+	if req.PortUUID != "" && req.PortgroupUUID != "" {
+		if minor(c) >= 67 {
 			return badRequest("Cannot specify both port_uuid and portgroup_uuid")
 		}
+		req.PortgroupUUID = ""
 	}
 	ctx := c.Request().Context()
 	unlock, err := s.lockNode(ctx, n.UUID)

@@ -76,7 +76,7 @@ func (f *flow) createPorts(ctx context.Context, macs []string, pxe string) error
 			continue
 		}
 		p := &proto.Port{
-			UUID: uuid.NewString(), Address: mac, NodeUUID: f.n.UUID, PXEEnabled: pxe == "" || mac == pxe,
+			UUID: uuid.NewString(), Address: mac, NodeUUID: f.n.UUID, PXEEnabled: pxe == "" || mac == pxe, AvailableForDynamicPortgroup: true,
 			Extra: proto.Dict{}, InternalInfo: proto.Dict{}, LocalLinkConnection: proto.Dict{}, CreatedAt: proto.Now(),
 		}
 		if err := f.c.st.CreatePort(ctx, p); err != nil {

@@ -60,6 +60,9 @@ func TestListPlansAreIndexed(t *testing.T) {
 		"instance_name":       {InstanceName: "x"},
 		"no children":         {NoChildren: true},
 		"driver, no children": {Driver: "ipmi", NoChildren: true},
+		"retired":             {Retired: &yes},
+		"lessee":              {Lessee: "tenant"},
+		"conductor":           {Conductor: "c1"},
 	}
 	check := func(what, query string, args []any, wantSeek bool) {
 		t.Helper()
@@ -207,6 +210,7 @@ func TestListPlansAreIndexedPostgres(t *testing.T) {
 		"owner": {Owner: "o"}, "resource_class": {ResourceClass: "c"}, "fault": {Fault: "f"}, "maintenance": {Maintenance: &yes},
 		"chassis_uuid": {ChassisUUID: "x"}, "shard": {Shards: []string{"s1"}}, "parent_node": {ParentNode: "x"},
 		"instance_name": {InstanceName: "x"}, "no children": {NoChildren: true},
+		"retired": {Retired: &yes}, "lessee": {Lessee: "l"}, "conductor": {Conductor: "c"},
 	} {
 		for _, marker := range []string{"", n.UUID} {
 			where, args := nodeWhere(q)

@@ -35,6 +35,8 @@ var PortgroupResource = Resource[proto.Portgroup]{
 	},
 	Sort:    map[string]string{"name": "COALESCE(name, '')", "address": "COALESCE(address, '')"},
 	Filters: map[string]string{"node_uuid": "node_uuid", "address": "address"},
+	// The node's conductor group and shard, copied by triggers (0030).
+	InFilters: map[string]string{"conductor_group": "node_conductor_group", "shard": "node_shard"},
 	Unique: map[string]error{
 		"portgroups_name_key":    ErrDuplicatePortgroupName,
 		"portgroups_address_key": ErrDuplicatePortgroupMAC,

@@ -153,6 +153,7 @@ func portgroupPlans(t *testing.T, st *sqlStore) []resourcePlan {
 			t.Fatal(err)
 		}
 		out = append(out, resourcePlan{"ports of a port group", query, args, true})
+		out = append(out, placementPlans(t, st, marker, rs)...)
 	}
 	return out
 }

@@ -40,6 +40,9 @@ type Resource[T any] struct {
 	Sort map[string]string
 	// Filters maps query filter names to columns, matched exactly.
 	Filters map[string]string
+	// InFilters maps query filter names to columns matched against a
+	// comma-separated list of values (any of them).
+	InFilters map[string]string
 	// Unique maps unique constraints (as the dialects name them,
 	// <table>_<column>_key) to the error a violation returns; a UUID's is
 	// ErrDuplicateUUID without saying so.
@@ -244,6 +247,14 @@ func (rs *Resources[T]) List(ctx context.Context, q Query) ([]*T, error) {
 	var where []string
 	var args []any
 	for _, name := range slices.Sorted(maps.Keys(q.Filters)) {
+		if col, ok := rs.r.InFilters[name]; ok {
+			vals := strings.Split(q.Filters[name], ",")
+			where = append(where, col+" IN ("+placeholders(len(vals))+")")
+			for _, v := range vals {
+				args = append(args, v)
+			}
+			continue
+		}
 		col, ok := rs.r.Filters[name]
 		if !ok {
 			return nil, fmt.Errorf("list %s: %w: no filter %q", rs.r.Kind, ErrBadQuery, name)

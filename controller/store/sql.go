@@ -300,6 +300,7 @@ func nodeWhere(q NodeQuery) (where []string, args []any) {
 			where = append(where, "instance_uuid = ''")
 		}
 	}
+	where, args = nodeFilterWhere(q, where, args)
 	return shardWhere(q, where, args)
 }
 
@@ -630,6 +631,7 @@ func (s *sqlStore) ListPorts(ctx context.Context, q PortQuery) ([]*proto.Port, e
 		where = append(where, "portgroup_uuid = ?")
 		args = append(args, q.PortgroupUUID)
 	}
+	where, args = portPlacementWhere(q, where, args)
 	cols := "doc"
 	if q.Summary {
 		cols = "uuid, address"

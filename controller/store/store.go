@@ -171,7 +171,13 @@ type NodeQuery struct {
 	NoChildren bool
 	// InstanceName is an exact match on instance_name (1.104).
 	InstanceName string
-	Limit        int // 0 = no limit
+	// Retired, when set, keeps the retired (true) or other nodes (1.61);
+	// Lessee and Conductor are exact matches (1.65, 1.49);
+	// DescriptionContains keeps nodes whose description contains it,
+	// ignoring ASCII case (1.51).
+	Retired                                *bool
+	Lessee, Conductor, DescriptionContains string
+	Limit                                  int // 0 = no limit
 	// Marker is a node UUID: return the nodes after it in the sort order
 	// (ErrNotFound if no such node).
 	Marker string
@@ -192,6 +198,9 @@ type NodeQuery struct {
 type PortQuery struct {
 	NodeUUID, Address, Name string
 	PortgroupUUID           string // exact: the ports of one port group
+	// ConductorGroups and Shards keep the ports whose node is in any of
+	// these conductor groups (1.99) or shards (1.82).
+	ConductorGroups, Shards []string
 	Limit                   int
 	Marker                  string // port UUID
 	SortKey                 string // one of PortSortKeys; "" = insertion order
@@ -199,6 +208,9 @@ type PortQuery struct {
 	// Summary returns ports with only UUID and Address, read from their
 	// columns without decoding documents: the hot path of GET /v1/ports.
 	Summary bool
+	// DescriptionContains keeps the ports whose description contains it,
+	// ignoring case (1.97).
+	DescriptionContains string
 }
 
 // NodeSortKeys are the accepted NodeQuery.SortKey values (node field names).
