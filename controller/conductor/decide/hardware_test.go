@@ -14,17 +14,17 @@ import (
 // and management interfaces (Input.DriverSteps) and secure boot.
 
 var (
-	biosApply  = proto.Step{Step: "apply_configuration", Interface: "bios", RebootRequested: true}
-	raidCreate = proto.Step{Step: "create_configuration", Interface: "raid"}
-	resetBMC   = proto.Step{Step: "reset_bmc", Interface: "management"}
-	eraseMeta  = proto.StepCall{Step: proto.Step{Step: "erase_devices_metadata", Interface: "deploy"}}
+	biosApply      = proto.Step{Step: "apply_configuration", Interface: "bios", RebootRequested: true}
+	raidCreateStep = proto.Step{Step: "create_configuration", Interface: "raid"}
+	resetBMC       = proto.Step{Step: "reset_bmc", Interface: "management"}
+	eraseMeta      = proto.StepCall{Step: proto.Step{Step: "erase_devices_metadata", Interface: "deploy"}}
 )
 
 func TestARebootingOutOfBandStepWaitsForTheAgentToComeBack(t *testing.T) {
 	n := node(proto.StateCleanWait, proto.StateManageable)
 	s := withAgent(flowstate.State{ManualCleanSteps: []proto.StepCall{{Step: proto.Step{Step: "apply_configuration", Interface: "bios"}}, eraseMeta}})
 	in := input(t, n, s, "direct")
-	in.DriverSteps = []proto.Step{biosApply, raidCreate}
+	in.DriverSteps = []proto.Step{biosApply, raidCreateStep}
 	acts := Step(in, AgentStepsListed{Kind: proto.StepClean, Result: agentCleanSteps, HeartbeatAt: t0})
 	// The step restarts the machine: nothing more goes to the agent now.
 	want(t, acts, "move resume", "driver step bios.apply_configuration", "move wait")
@@ -41,7 +41,7 @@ func TestARebootingOutOfBandStepWaitsForTheAgentToComeBack(t *testing.T) {
 	fs.WipeAgent()
 	fs.Agent.URL = "http://192.0.2.10:9999"
 	in = input(t, got, fs, "direct")
-	in.DriverSteps = []proto.Step{biosApply, raidCreate}
+	in.DriverSteps = []proto.Step{biosApply, raidCreateStep}
 	acts = Step(in, Heartbeat{At: t0})
 	want(t, acts, "agent get clean steps again")
 
@@ -86,8 +86,8 @@ func TestOutOfBandStepsRunWithoutAnAgent(t *testing.T) {
 			[]proto.Step{biosApply},
 			[]string{"driver step bios.apply_configuration", "power off", "refresh hardware", "move done"}, proto.StateManageable, ""},
 		{"manual clean of two RAID steps, no cache to refresh", proto.StateManageable, proto.NoState, proto.VerbClean,
-			[]proto.StepCall{{Step: proto.Step{Step: "delete_configuration", Interface: "raid"}}, {Step: raidCreate}},
-			[]proto.Step{{Step: "delete_configuration", Interface: "raid"}, raidCreate},
+			[]proto.StepCall{{Step: proto.Step{Step: "delete_configuration", Interface: "raid"}}, {Step: raidCreateStep}},
+			[]proto.Step{{Step: "delete_configuration", Interface: "raid"}, raidCreateStep},
 			[]string{"driver step raid.delete_configuration", "driver step raid.create_configuration", "power off", "move done"}, proto.StateManageable, ""},
 		{"a step no interface offers", proto.StateManageable, proto.NoState, proto.VerbClean,
 			[]proto.StepCall{{Step: resetBMC}, eraseMeta},
