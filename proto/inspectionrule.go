@@ -1,5 +1,11 @@
 package proto
 
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
 // InspectionRule is one of Ironic's inspection rules (/v1/inspection_rules,
 // 1.96): conditions over a node and its inspection data, and the actions
 // that change the node when they all hold. Inspections run the stored rules
@@ -38,4 +44,36 @@ type InspectionRuleAction struct {
 	Op   string `json:"op"`
 	Args any    `json:"args"`
 	Loop any    `json:"loop"`
+}
+
+// UnmarshalJSON refuses keys Ironic's operators do not take, so that a
+// misspelt "mutliple" is an error rather than silently ignored.
+func (c *InspectionRuleCondition) UnmarshalJSON(b []byte) error {
+	type plain InspectionRuleCondition
+	var p plain
+	if err := strictJSON(b, &p); err != nil {
+		return fmt.Errorf("inspection rule condition: %w", err)
+	}
+	*c = InspectionRuleCondition(p)
+	return nil
+}
+
+// UnmarshalJSON refuses unknown keys, as for conditions.
+func (a *InspectionRuleAction) UnmarshalJSON(b []byte) error {
+	type plain InspectionRuleAction
+	var p plain
+	if err := strictJSON(b, &p); err != nil {
+		return fmt.Errorf("inspection rule action: %w", err)
+	}
+	*a = InspectionRuleAction(p)
+	return nil
+}
+
+// strictJSON decodes b into v refusing unknown fields, numbers kept as
+// written.
+func strictJSON(b []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	d.UseNumber()
+	return d.Decode(v)
 }

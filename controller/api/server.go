@@ -82,6 +82,9 @@ type Server struct {
 	// portgroups serves /v1/portgroups, as chassis does /v1/chassis.
 	portgroups    *resource[proto.Portgroup]
 	portgroupsErr error
+	// inspectionRules serves /v1/inspection_rules (inspectionrules.go).
+	inspectionRules    *resource[proto.InspectionRule]
+	inspectionRulesErr error
 }
 
 // New builds the API with every route mounted. It panics on an invalid
@@ -219,6 +222,7 @@ func (s *Server) routes() {
 	e.GET("/v1/chassis/:id/nodes", s.chassisNodes(false))
 	e.GET("/v1/chassis/:id/nodes/detail", s.chassisNodes(true))
 	s.mountStepResources(e)
+	s.mountInspectionRules(e)
 	s.mountAllocations(e)
 	s.routePortgroups(e)
 }
@@ -283,7 +287,7 @@ func (s *Server) getV1(c echo.Context) error {
 		{22, &doc.Lookup, "lookup"}, {22, &doc.Heartbeat, "heartbeat"}, {23, &doc.Portgroups, "portgroups"},
 		{32, &doc.Volume, "volume"}, {49, &doc.Conductors, "conductors"}, {52, &doc.Allocations, "allocations"},
 		{54, &doc.Events, "events"}, {55, &doc.DeployTemplates, "deploy_templates"}, {82, &doc.Shards, "shards"},
-		{92, &doc.Runbooks, "runbooks"},
+		{92, &doc.Runbooks, "runbooks"}, {96, &doc.InspectionRules, "inspection_rules"},
 	} {
 		if minor(c) >= l.minor {
 			*l.dst = coll(l.name)

@@ -138,7 +138,11 @@ func (f *flow) do(ctx context.Context, a decide.Action) (decide.Event, error) {
 		if err != nil {
 			return nil, err
 		}
-		return decide.InventoryRead{Raw: raw, Plugin: plugin}, nil
+		rules, err := f.c.storedRules(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return decide.InventoryRead{Raw: raw, Plugin: plugin, Rules: rules}, nil
 	case decide.CreatePorts:
 		return nil, f.createPorts(ctx, a.MACs, a.PXE)
 	case decide.EndAllocation:

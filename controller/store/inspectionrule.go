@@ -1,6 +1,10 @@
 package store
 
-import "github.com/kilnhq/kiln/proto"
+import (
+	"context"
+
+	"github.com/kilnhq/kiln/proto"
+)
 
 // InspectionRuleResource is how inspection rules are stored (migration
 // 0029). Inspections read them all; the phase, priority, description and
@@ -33,4 +37,18 @@ var InspectionRuleResource = Resource[proto.InspectionRule]{
 		"sensitive": "sensitive"},
 	Filters: map[string]string{"phase": "phase"},
 	Bare:    func(r *proto.InspectionRule) { r.Links = nil },
+}
+
+// InspectionRules reads every stored rule of the phase in insertion order,
+// the order Ironic's database lists them in before sorting by priority.
+func InspectionRules(ctx context.Context, rs *Resources[proto.InspectionRule], phase string) ([]proto.InspectionRule, error) {
+	items, err := rs.List(ctx, Query{Filters: map[string]string{"phase": phase}})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]proto.InspectionRule, len(items))
+	for i, r := range items {
+		out[i] = *r
+	}
+	return out, nil
 }
