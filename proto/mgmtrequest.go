@@ -28,6 +28,10 @@ type ManagementRequest struct {
 	BootDevice  string    `json:"boot_device,omitempty"`
 	Persistent  bool      `json:"persistent,omitempty"`
 	RequestedAt time.Time `json:"requested_at"`
+	// VirtualMedia is what to attach (OpAttachVirtualMedia); DeviceTypes
+	// what to detach (OpDetachVirtualMedia; none: every device).
+	VirtualMedia *VirtualMediaAttach `json:"virtual_media,omitempty"`
+	DeviceTypes  []string            `json:"device_types,omitempty"`
 }
 
 // ManagementResult is the conductor's answer to the request with ID.
@@ -39,6 +43,8 @@ type ManagementResult struct {
 	// the request itself was refused (a device the BMC does not allow).
 	Error   string `json:"error,omitempty"`
 	Invalid bool   `json:"invalid,omitempty"`
+	// VirtualMedia answers OpGetVirtualMedia.
+	VirtualMedia []VirtualMedia `json:"virtual_media,omitempty"`
 }
 
 // ToDict is the form stored in driver_internal_info.

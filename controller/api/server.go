@@ -181,6 +181,7 @@ func (s *Server) routes() {
 	e.GET("/v1/nodes/:node/management/boot_device", s.getBootDevice)
 	e.PUT("/v1/nodes/:node/management/boot_device", s.setBootDevice)
 	e.GET("/v1/nodes/:node/management/boot_device/supported", s.getSupportedBootDevices)
+	s.mountVirtualMedia(e)
 	e.PUT("/v1/nodes/:node/maintenance", s.setMaintenance)
 	e.DELETE("/v1/nodes/:node/maintenance", s.unsetMaintenance)
 	e.GET("/v1/nodes/:node/validate", s.validateNode)

@@ -199,6 +199,12 @@ func (f *flow) do(ctx context.Context, a decide.Action) (decide.Event, error) {
 	case decide.Wake:
 		f.c.wakeAt(n.UUID, a.At)
 	case decide.ManagementCall:
+		if media, ok, err := f.virtualMediaCall(ctx, a.Request); ok {
+			if ctx.Err() != nil {
+				return nil, fatal{ctx.Err()}
+			}
+			return decide.ManagementAnswered{Request: a.Request, Media: media, Err: err}, nil
+		}
 		st, err := f.managementCall(ctx, a.Request)
 		if ctx.Err() != nil {
 			return nil, fatal{ctx.Err()} // stopping: the request stays for whoever runs next

@@ -90,6 +90,7 @@ type (
 	ManagementAnswered struct {
 		Request proto.ManagementRequest
 		Device  driver.BootDeviceState
+		Media   []proto.VirtualMedia // a virtual media read's answer
 		Err     error
 	}
 	// ActionFailed says Action returned Err; the actions after it were not

@@ -3,6 +3,7 @@ package decide
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/kilnhq/kiln/controller/driver"
 	"github.com/kilnhq/kiln/controller/flowstate"
@@ -13,8 +14,11 @@ import (
 // managementOperation names a boot-device request's operation as its
 // answer and the BMC check tell it.
 func managementOperation(op string) string {
-	if op == proto.OpSetBootDevice {
+	switch op {
+	case proto.OpSetBootDevice:
 		return "set boot device"
+	case proto.OpAttachVirtualMedia, proto.OpDetachVirtualMedia, proto.OpGetVirtualMedia:
+		return strings.ReplaceAll(op, "_", " ")
 	}
 	return "get boot device"
 }
@@ -31,6 +35,13 @@ func managementAnswered(in Input, ev ManagementAnswered) []Action {
 		res.Error = secrets.Scrub(fmt.Sprintf("Failed to %s for node %s: %v", operation, in.Node.UUID, ev.Err))
 		res.Invalid = errors.Is(ev.Err, driver.ErrInvalidParameter)
 		check.Error = secrets.Scrub(ev.Err.Error())
+	} else if req.Op == proto.OpGetVirtualMedia {
+		res.VirtualMedia = ev.Media
+		if res.VirtualMedia == nil {
+			res.VirtualMedia = []proto.VirtualMedia{}
+		}
+	} else if isVirtualMedia(req.Op) {
+		// Attached or detached: nothing to read back.
 	} else if req.Op == proto.OpSetBootDevice {
 		dev, persistent := req.BootDevice, req.Persistent
 		res.BootDevice, res.Persistent = &dev, &persistent
@@ -54,4 +65,8 @@ func managementAnswered(in Input, ev ManagementAnswered) []Action {
 			s.BootDevice = &flowstate.BootDevice{Device: req.BootDevice, Persistent: req.Persistent}
 		}
 	}}}
+}
+
+func isVirtualMedia(op string) bool {
+	return op == proto.OpAttachVirtualMedia || op == proto.OpDetachVirtualMedia || op == proto.OpGetVirtualMedia
 }
