@@ -32,21 +32,16 @@ var inspectionRulesAPI = resource[proto.InspectionRule]{
 	required:     []string{"actions"},
 	patchable:    []string{"description", "conditions", "actions", "phase", "priority", "sensitive"},
 	mandatory:    []string{"actions"},
-	// Sensitive rules hide both (mask); listing them as secrets makes
-	// every plan that shows them call mask.
+	// Sensitive rules hide both, other rules their secrets (maskRule);
+	// listing them as secrets makes every plan that shows them call mask.
 	secret:  []string{"conditions", "actions"},
 	filters: map[string]filter{"phase": {store: "phase"}},
 	fresh: func() proto.InspectionRule {
 		return proto.InspectionRule{Phase: "main", Conditions: []proto.InspectionRuleCondition{}}
 	},
 	validate: func(_ context.Context, r *proto.InspectionRule) error { return checkInspectionRule(r) },
-	mask: func(r *proto.InspectionRule) proto.InspectionRule {
-		m := *r
-		if m.Sensitive {
-			m.Conditions, m.Actions = nil, nil
-		}
-		return m
-	},
+	mask:     maskRule,
+	keep:     keepMaskedRule,
 	links: func(c echo.Context, r *proto.InspectionRule, _ map[string]bool) {
 		r.Links = links(c, "inspection_rules/"+r.UUID)
 	},

@@ -1,11 +1,14 @@
 package api_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/kilnhq/kiln/controller/store"
 )
 
 // withActionLoops adds what Ironic's convert_actions shows on every
@@ -211,5 +214,57 @@ func TestInspectionRulesAPI(t *testing.T) {
 	}
 	if _, got := call(t, srv, "GET", "/v1/inspection_rules", "1.96", ""); len(got["inspection_rules"].([]any)) != 0 {
 		t.Errorf("after delete all: %v", got)
+	}
+}
+
+// TestInspectionRuleSecretsMasked: a rule that is not sensitive still
+// shows "******" for the values it writes to secret attributes (by path,
+// by position, in loop items) and for secret keys; writing the masked
+// actions back keeps the stored values.
+func TestInspectionRuleSecretsMasked(t *testing.T) {
+	srv, st := stepsServer(t)
+	code, body := call(t, srv, "POST", "/v1/inspection_rules", "1.96", `{"actions":[
+		{"op":"set-attribute","args":{"path":"/driver_info/redfish_password","value":"pw-by-path"}},
+		{"op":"set-attribute","args":["driver_info.ipmi_password","pw-by-position"]},
+		{"op":"set-attribute","args":{"path":"{item[path]}","value":"{item[value]}"},
+		 "loop":[{"path":"/driver_info/ipmi_username","value":"admin"},{"path":"/driver_info/snmp_community","value":"pw-in-loop"}]},
+		{"op":"set-plugin-data","args":{"path":"creds","value":{"password":"pw-by-key","user":"u"}}},
+		{"op":"set-attribute","args":{"path":"/extra/site","value":"lab"}}]}`)
+	if code != http.StatusCreated {
+		t.Fatalf("create: %d %v", code, body)
+	}
+	id := body["uuid"].(string)
+	for _, path := range []string{"/v1/inspection_rules/" + id, "/v1/inspection_rules?detail=True"} {
+		_, got := call(t, srv, "GET", path, "1.96", "")
+		s := fmt.Sprint(got)
+		if strings.Contains(s, "pw-") || !strings.Contains(s, "******") || !strings.Contains(s, "lab") || !strings.Contains(s, "admin") {
+			t.Errorf("GET %s shows %s", path, s)
+		}
+	}
+	if strings.Contains(fmt.Sprint(body), "pw-") {
+		t.Errorf("create answer shows a secret: %v", body)
+	}
+	// Write the masked actions back, as a client that read them would.
+	masked, _ := json.Marshal(body["actions"])
+	code, got := call(t, srv, "PATCH", "/v1/inspection_rules/"+id, "1.96", `[{"op":"replace","path":"/actions","value":`+string(masked)+`},{"op":"add","path":"/description","value":"d"}]`)
+	if code != http.StatusOK || got["description"] != "d" {
+		t.Fatalf("patch: %d %v", code, got)
+	}
+	rs, err := store.NewResources(st, store.InspectionRuleResource)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := rs.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(stored.Actions)
+	for _, secret := range []string{"pw-by-path", "pw-by-position", "pw-in-loop", "pw-by-key"} {
+		if !strings.Contains(string(b), secret) {
+			t.Errorf("stored actions lost %s after writing the masked ones back: %s", secret, b)
+		}
+	}
+	if strings.Contains(string(b), "******") {
+		t.Errorf("stored actions hold the mask: %s", b)
 	}
 }
