@@ -38,12 +38,12 @@ type InspectionRuleCondition struct {
 	Multiple string `json:"multiple,omitempty"`
 }
 
-// InspectionRuleAction is one action: an operator, its arguments and a
-// loop (Ironic shows [] when there is none).
+// InspectionRuleAction is one action: an operator, its arguments and an
+// optional loop (shown only when there is one, as Ironic does).
 type InspectionRuleAction struct {
 	Op   string `json:"op"`
 	Args any    `json:"args"`
-	Loop any    `json:"loop"`
+	Loop any    `json:"loop,omitempty"`
 }
 
 // UnmarshalJSON refuses keys Ironic's operators do not take, so that a

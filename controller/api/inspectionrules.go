@@ -49,8 +49,8 @@ var inspectionRulesAPI = resource[proto.InspectionRule]{
 
 // checkInspectionRule applies Ironic's schema (the shape, priority 0–9999,
 // description up to 255 characters, phase "main") and then the operators'
-// own checks, normalizing what Ironic shows by default: an action's loop
-// is [], a looped condition's multiple "any".
+// own checks, normalizing what Ironic shows: an empty loop is none, a
+// looped condition's multiple "any".
 func checkInspectionRule(r *proto.InspectionRule) error {
 	if err := checkLen("inspection_rule", "description", r.Description, 255); err != nil {
 		return err
@@ -71,7 +71,8 @@ func checkInspectionRule(r *proto.InspectionRule) error {
 		if err := requireOpArgs("condition", i, c.Op, c.Args); err != nil {
 			return err
 		}
-		if c.Loop != nil && c.Multiple == "" {
+		r.Conditions[i].Loop = noEmptyLoop(c.Loop)
+		if r.Conditions[i].Loop != nil && c.Multiple == "" {
 			r.Conditions[i].Multiple = "any"
 		}
 	}
@@ -79,14 +80,20 @@ func checkInspectionRule(r *proto.InspectionRule) error {
 		if err := requireOpArgs("action", i, a.Op, a.Args); err != nil {
 			return err
 		}
-		if a.Loop == nil {
-			r.Actions[i].Loop = []any{}
-		}
+		r.Actions[i].Loop = noEmptyLoop(a.Loop)
 	}
 	if err := inspectrules.Check(*r); err != nil {
 		return badRequest("Validation failed for %v", err)
 	}
 	return nil
+}
+
+// noEmptyLoop is loop, nil when it is an empty list (no loop, in Ironic).
+func noEmptyLoop(loop any) any {
+	if l, ok := loop.([]any); ok && len(l) == 0 {
+		return nil
+	}
+	return loop
 }
 
 func requireOpArgs(kind string, i int, op string, args any) error {

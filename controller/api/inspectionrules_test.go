@@ -11,24 +11,6 @@ import (
 	"github.com/kilnhq/kiln/controller/store"
 )
 
-// withActionLoops adds what Ironic's convert_actions shows on every
-// action and its samples leave out: "loop": [].
-func withActionLoops(v any) {
-	switch m := v.(type) {
-	case map[string]any:
-		if acts, ok := m["actions"].([]any); ok {
-			for _, a := range acts {
-				a.(map[string]any)["loop"] = []any{}
-			}
-		}
-		if list, ok := m["inspection_rules"].([]any); ok {
-			for _, r := range list {
-				withActionLoops(r)
-			}
-		}
-	}
-}
-
 // TestInspectionRulesMatchAPIReference creates, lists, shows and updates
 // inspection rules with the API reference's requests and compares the
 // answers' shapes with its responses; a sensitive rule shows null
@@ -40,7 +22,6 @@ func TestInspectionRulesMatchAPIReference(t *testing.T) {
 		if err := json.Unmarshal([]byte(apiRefSample(t, name)), &want); err != nil {
 			t.Fatal(err)
 		}
-		withActionLoops(want)
 		return want
 	}
 	code, created := call(t, srv, "POST", "/v1/inspection_rules", "1.96", apiRefSample(t, "inspection-rule-create-request.json"))
@@ -98,7 +79,7 @@ func TestInspectionRulesAPI(t *testing.T) {
 		ids = append(ids, body["uuid"].(string))
 		if i == 0 {
 			a0 := body["actions"].([]any)[0].(map[string]any)
-			if l, ok := a0["loop"].([]any); !ok || len(l) != 0 || body["phase"] != "main" || len(body["conditions"].([]any)) != 0 {
+			if _, ok := a0["loop"]; ok || body["phase"] != "main" || len(body["conditions"].([]any)) != 0 {
 				t.Errorf("defaults: %v", body)
 			}
 		}
