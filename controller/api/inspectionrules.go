@@ -27,6 +27,7 @@ var inspectionRulesAPI = resource[proto.InspectionRule]{
 	name:         "inspection_rules",
 	sinceVersion: 96,
 	tooOld:       inspectionRulesTooOld,
+	noDetailPath: true,
 	listFields:   []string{"uuid", "description", "phase", "priority", "sensitive", "links"},
 	createFields: []string{"uuid", "description", "conditions", "actions", "phase", "priority", "sensitive"},
 	required:     []string{"actions"},

@@ -114,6 +114,7 @@ func TestInspectionRulesAPI(t *testing.T) {
 		{"description too long", "POST", "/v1/inspection_rules", "1.96", `{"description":"` + strings.Repeat("d", 256) + `","actions":[` + act + `]}`, 400, "too long"},
 		{"duplicate uuid", "POST", "/v1/inspection_rules", "1.96", `{"uuid":"` + sens + `","actions":[` + act + `]}`, 409, "already exists"},
 		{"not a uuid", "GET", "/v1/inspection_rules/rule-1", "1.96", "", 400, "Expected a UUID but received rule-1."},
+		{"no detail path", "GET", "/v1/inspection_rules/detail", "1.96", "", 400, "Expected a UUID but received detail."},
 		{"unknown rule", "GET", "/v1/inspection_rules/bbbbbbbb-1111-4222-8333-444444444444", "1.96", "", 404, "Inspection rule bbbbbbbb-1111-4222-8333-444444444444 could not be found."},
 		{"unset sensitive", "PATCH", "/v1/inspection_rules/" + sens, "1.96", `[{"op":"replace","path":"/sensitive","value":false}]`, 400, "cannot have the sensitive flag unset"},
 		{"patch an invalid action", "PATCH", "/v1/inspection_rules/" + ids[0], "1.96", `[{"op":"add","path":"/actions/-","value":{"op":"explode","args":{}}}]`, 400, `action 2: unknown action "explode"`},
