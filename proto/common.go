@@ -65,6 +65,7 @@ type V1 struct {
 	DeployTemplates []Link     `json:"deploy_templates,omitempty"`
 	Shards          []Link     `json:"shards,omitempty"`
 	Runbooks        []Link     `json:"runbooks,omitempty"`
+	InspectionRules []Link     `json:"inspection_rules,omitempty"`
 	Version         Version    `json:"version"`
 }
 

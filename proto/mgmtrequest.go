@@ -49,6 +49,10 @@ type ManagementRequest struct {
 	BootMode    string    `json:"boot_mode,omitempty"`
 	SecureBoot  *bool     `json:"secure_boot,omitempty"`
 	RequestedAt time.Time `json:"requested_at"`
+	// VirtualMedia is what to attach (OpAttachVirtualMedia); DeviceTypes
+	// what to detach (OpDetachVirtualMedia; none: every device).
+	VirtualMedia *VirtualMediaAttach `json:"virtual_media,omitempty"`
+	DeviceTypes  []string            `json:"device_types,omitempty"`
 }
 
 // ManagementResult is the conductor's answer to the request with ID.
@@ -63,6 +67,8 @@ type ManagementResult struct {
 	// Indicators answers OpGetIndicators, IndicatorState OpGetIndicator.
 	Indicators     []Indicator `json:"indicators,omitempty"`
 	IndicatorState string      `json:"indicator_state,omitempty"`
+	// VirtualMedia answers OpGetVirtualMedia.
+	VirtualMedia []VirtualMedia `json:"virtual_media,omitempty"`
 }
 
 // Indicator is one indicator (an LED) of a hardware component, as

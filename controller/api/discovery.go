@@ -74,7 +74,11 @@ func (s *Server) enrollDiscovered(c echo.Context, inv json.RawMessage, req map[s
 			n.DriverInfo[key] = addr
 		}
 	}
-	ran, err := s.discovery.Rules.Apply(inspectrules.Env{Node: &n, Inventory: inventory, PluginData: plugin, Log: s.log})
+	rules, err := s.rulesWith(ctx, s.discovery.Rules)
+	if err != nil {
+		return err
+	}
+	ran, err := rules.Apply(inspectrules.Env{Node: &n, Inventory: inventory, PluginData: plugin, Log: s.log})
 	if err != nil {
 		s.log.Warn("discovered machine not enrolled: an inspection rule refused it", "macs", sum.MACs, "err", err)
 		return badRequest("The discovered machine was not enrolled: %v", err)

@@ -39,18 +39,30 @@ func (s *Server) listDrivers(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	fields, err := driverFields(c, detail)
+	if err != nil {
+		return err
+	}
 	hosts := s.driverHosts(c)
 	out := []any{}
 	if kind == "classic" {
 		return c.JSON(http.StatusOK, map[string]any{"drivers": out}) // Kiln's are all dynamic
 	}
 	for _, name := range driver.Names() {
-		if !detail {
+		if !detail && fields == nil {
 			out = append(out, s.renderDriver(c, name, hosts))
 			continue
 		}
-		doc, err := s.driverDetail(c, name, hosts)
+		var doc map[string]any
+		if detail {
+			doc, err = s.driverDetail(c, name, hosts)
+		} else {
+			doc, err = driverDoc(s.renderDriver(c, name, hosts))
+		}
 		if err != nil {
+			return err
+		}
+		if err := selectDriverFields(doc, fields); err != nil {
 			return err
 		}
 		out = append(out, doc)
@@ -60,11 +72,18 @@ func (s *Server) listDrivers(c echo.Context) error {
 
 func (s *Server) getDriver(c echo.Context) error {
 	name := c.Param("driver")
+	fields, err := driverFields(c, false)
+	if err != nil {
+		return err
+	}
 	if _, ok := driver.Lookup(name); !ok {
 		return notFound("Driver %s could not be found.", name)
 	}
 	doc, err := s.driverDetail(c, name, s.driverHosts(c))
 	if err != nil {
+		return err
+	}
+	if err := selectDriverFields(doc, fields); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, doc)

@@ -98,6 +98,9 @@ type resource[T any] struct {
 	// delete). Both run before the write, outside its transaction.
 	lock  func(ctx context.Context, v *T) (func(), error)
 	check func(ctx context.Context, old, updated *T) error
+	// noDetailPath: the collection has no …/detail route, only ?detail=
+	// (Ironic's inspection rules); "detail" is then an identifier.
+	noDetailPath bool
 
 	store  *store.Resources[T]
 	wire   []wireField
@@ -151,7 +154,9 @@ func (r *resource[T]) mount(e *echo.Echo, st *store.Resources[T], err error) {
 	}
 	e.GET(base, h(r.list))
 	e.GET(base+"/", h(r.list))
-	e.GET(base+"/detail", h(r.listDetail))
+	if !r.noDetailPath {
+		e.GET(base+"/detail", h(r.listDetail))
+	}
 	e.POST(base, h(r.create))
 	e.GET(base+"/:id", h(r.get))
 	e.PATCH(base+"/:id", h(r.patch))

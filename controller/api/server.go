@@ -89,6 +89,9 @@ type Server struct {
 	// hardware serves nodes' /bios and /firmware (hardware.go).
 	hardware    *store.NodeHardware
 	hardwareErr error
+	// inspectionRules serves /v1/inspection_rules (inspectionrules.go).
+	inspectionRules    *resource[proto.InspectionRule]
+	inspectionRulesErr error
 }
 
 // New builds the API with every route mounted. It panics on an invalid
@@ -186,6 +189,7 @@ func (s *Server) routes() {
 	e.GET("/v1/nodes/:node/management/boot_device", s.getBootDevice)
 	e.PUT("/v1/nodes/:node/management/boot_device", s.setBootDevice)
 	e.GET("/v1/nodes/:node/management/boot_device/supported", s.getSupportedBootDevices)
+	s.mountVirtualMedia(e)
 	e.PUT("/v1/nodes/:node/maintenance", s.setMaintenance)
 	e.DELETE("/v1/nodes/:node/maintenance", s.unsetMaintenance)
 	e.GET("/v1/nodes/:node/validate", s.validateNode)
@@ -227,6 +231,7 @@ func (s *Server) routes() {
 	e.GET("/v1/chassis/:id/nodes", s.chassisNodes(false))
 	e.GET("/v1/chassis/:id/nodes/detail", s.chassisNodes(true))
 	s.mountStepResources(e)
+	s.mountInspectionRules(e)
 	s.mountAllocations(e)
 	s.routePortgroups(e)
 	s.mountHardware(e)
@@ -293,7 +298,7 @@ func (s *Server) getV1(c echo.Context) error {
 		{22, &doc.Lookup, "lookup"}, {22, &doc.Heartbeat, "heartbeat"}, {23, &doc.Portgroups, "portgroups"},
 		{32, &doc.Volume, "volume"}, {49, &doc.Conductors, "conductors"}, {52, &doc.Allocations, "allocations"},
 		{54, &doc.Events, "events"}, {55, &doc.DeployTemplates, "deploy_templates"}, {82, &doc.Shards, "shards"},
-		{92, &doc.Runbooks, "runbooks"},
+		{92, &doc.Runbooks, "runbooks"}, {96, &doc.InspectionRules, "inspection_rules"},
 	} {
 		if minor(c) >= l.minor {
 			*l.dst = coll(l.name)

@@ -139,7 +139,11 @@ func (f *flow) do(ctx context.Context, a decide.Action) (decide.Event, error) {
 		if err != nil {
 			return nil, err
 		}
-		return decide.InventoryRead{Raw: raw, Plugin: plugin}, nil
+		rules, err := f.c.storedRules(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return decide.InventoryRead{Raw: raw, Plugin: plugin, Rules: rules}, nil
 	case decide.CreatePorts:
 		return nil, f.createPorts(ctx, a.MACs, a.PXE)
 	case decide.EndAllocation:
@@ -201,6 +205,12 @@ func (f *flow) do(ctx context.Context, a decide.Action) (decide.Event, error) {
 	case decide.Wake:
 		f.c.wakeAt(n.UUID, a.At)
 	case decide.ManagementCall:
+		if media, ok, err := f.virtualMediaCall(ctx, a.Request); ok {
+			if ctx.Err() != nil {
+				return nil, fatal{ctx.Err()}
+			}
+			return decide.ManagementAnswered{Request: a.Request, Media: media, Err: err}, nil
+		}
 		st, read, err := f.managementCall(ctx, a.Request)
 		if ctx.Err() != nil {
 			return nil, fatal{ctx.Err()} // stopping: the request stays for whoever runs next

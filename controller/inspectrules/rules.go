@@ -125,29 +125,37 @@ func Parse(doc []byte) (*Set, error) {
 			}
 			seen[r.UUID] = true
 		}
-		if r.Phase != "" && r.Phase != "main" {
-			return nil, fmt.Errorf("%s: phase %q: only \"main\" exists", where, r.Phase)
-		}
-		if len(r.Actions) == 0 {
-			return nil, fmt.Errorf("%s: no actions", where)
-		}
-		if len(r.Conditions)+len(r.Actions) > maxOps {
-			return nil, fmt.Errorf("%s: %d conditions and actions; at most %d", where, len(r.Conditions)+len(r.Actions), maxOps)
-		}
-		for j := range r.Conditions {
-			if err := r.Conditions[j].check(conditionArgs, true); err != nil {
-				return nil, fmt.Errorf("%s, condition %d: %w", where, j+1, err)
-			}
-		}
-		for j := range r.Actions {
-			if err := r.Actions[j].check(actionArgs, false); err != nil {
-				return nil, fmt.Errorf("%s, action %d: %w", where, j+1, err)
-			}
+		if err := checkRule(r, where); err != nil {
+			return nil, err
 		}
 	}
 	// Higher priority first; the file's order among equals.
-	slices.SortStableFunc(rules, func(a, b Rule) int { return b.Priority - a.Priority })
-	return &Set{rules: rules}, nil
+	return &Set{rules: sortRules(rules)}, nil
+}
+
+// checkRule checks one rule's phase, its number of operations and each
+// operation, preparing them to run; where names the rule in errors.
+func checkRule(r *Rule, where string) error {
+	if r.Phase != "" && r.Phase != "main" {
+		return fmt.Errorf("%s: phase %q: only \"main\" exists", where, r.Phase)
+	}
+	if len(r.Actions) == 0 {
+		return fmt.Errorf("%s: no actions", where)
+	}
+	if len(r.Conditions)+len(r.Actions) > maxOps {
+		return fmt.Errorf("%s: %d conditions and actions; at most %d", where, len(r.Conditions)+len(r.Actions), maxOps)
+	}
+	for j := range r.Conditions {
+		if err := r.Conditions[j].check(conditionArgs, true); err != nil {
+			return fmt.Errorf("%s, condition %d: %w", where, j+1, err)
+		}
+	}
+	for j := range r.Actions {
+		if err := r.Actions[j].check(actionArgs, false); err != nil {
+			return fmt.Errorf("%s, action %d: %w", where, j+1, err)
+		}
+	}
+	return nil
 }
 
 // argSpec lists an operator's arguments in their positional order, the

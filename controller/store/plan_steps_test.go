@@ -10,12 +10,13 @@ import (
 	"github.com/kilnhq/kiln/proto"
 )
 
-// stepResourcePlans are the list queries of deploy templates, runbooks and
-// volume connectors and targets (resourcePlans' part for them).
+// stepResourcePlans are the list queries of deploy templates, runbooks,
+// inspection rules and volume connectors and targets (resourcePlans' part for them).
 func stepResourcePlans(t *testing.T, st *sqlStore) []resourcePlan {
 	t.Helper()
 	out := plansOf(t, st, DeployTemplateResource, &proto.DeployTemplate{UUID: "77777777-2222-4333-8444-555555555556", Name: "CUSTOM_X"})
 	out = append(out, plansOf(t, st, RunbookResource, &proto.Runbook{UUID: "77777777-2222-4333-8444-555555555557", Name: "CUSTOM_X"})...)
+	out = append(out, plansOf(t, st, InspectionRuleResource, &proto.InspectionRule{UUID: "77777777-2222-4333-8444-55555555555a", Phase: "main"})...)
 	node := "11111111-2222-4333-8444-555555555555" // the callers' node
 	out = append(out, plansOf(t, st, VolumeConnectorResource, &proto.VolumeConnector{UUID: "77777777-2222-4333-8444-555555555558",
 		NodeUUID: node, Type: "iqn", ConnectorID: "iqn.x"})...)

@@ -333,3 +333,18 @@ func (rs *Resources[T]) Delete(ctx context.Context, uuid string) error {
 		return affectedOne(r, nil, "delete "+rs.r.Kind+" "+uuid, rs.r.Kind+" "+uuid)
 	})
 }
+
+// DeleteAll removes every object and returns how many there were (Ironic's
+// DELETE of a whole collection, inspection rules').
+func (rs *Resources[T]) DeleteAll(ctx context.Context) (int64, error) {
+	var n int64
+	err := rs.s.writeTx(ctx, func(tx *sql.Tx) error {
+		r, err := rs.s.exec(ctx, tx, "DELETE FROM "+rs.r.Table)
+		if err != nil {
+			return rs.writeError(err, "delete every "+rs.r.Kind, ErrInUse)
+		}
+		n, err = r.RowsAffected()
+		return err
+	})
+	return n, err
+}

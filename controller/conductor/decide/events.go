@@ -6,6 +6,7 @@ import (
 
 	"github.com/kilnhq/kiln/controller/driver"
 	"github.com/kilnhq/kiln/controller/flowstate"
+	"github.com/kilnhq/kiln/controller/inspectrules"
 	"github.com/kilnhq/kiln/proto"
 )
 
@@ -56,8 +57,12 @@ type (
 		Result driver.InspectResult
 		Async  bool
 	}
-	// InventoryRead is the stored inventory ReadInventory read.
-	InventoryRead struct{ Raw, Plugin json.RawMessage }
+	// InventoryRead is the stored inventory ReadInventory read, with the
+	// inspection rules stored through the API (run with Config's).
+	InventoryRead struct {
+		Raw, Plugin json.RawMessage
+		Rules       *inspectrules.Set
+	}
 	// AgentStepsListed is the agent's get_<kind>_steps answer.
 	AgentStepsListed struct {
 		Kind        proto.StepKind
@@ -89,8 +94,9 @@ type (
 		Device  driver.BootDeviceState
 		// Read is the rest of the answer: the indicators, an indicator's
 		// state, or the boot mode and secure boot read back after a change.
-		Read ManagementRead
-		Err  error
+		Read  ManagementRead
+		Media []proto.VirtualMedia // a virtual media read's answer
+		Err   error
 	}
 	// ActionFailed says Action returned Err; the actions after it were not
 	// taken.

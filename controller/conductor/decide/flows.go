@@ -148,7 +148,7 @@ func inventoryRead(in Input, ev InventoryRead) []Action {
 		return fail(in, fmt.Sprintf("Inspection of node %s: %v", n.UUID, err))
 	}
 	props, macs, pxe := sum.Properties, sum.MACs, sum.PXE
-	ruled, ruleActs, err := applyInspectionRules(in, props, ev.Raw, ev.Plugin)
+	ruled, ruleActs, err := applyInspectionRules(in, props, ev)
 	if err != nil {
 		return fail(in, fmt.Sprintf("Inspection of node %s: %v", n.UUID, err))
 	}

@@ -10,15 +10,17 @@ import (
 	"github.com/kilnhq/kiln/proto"
 )
 
-// applyInspectionRules runs the operator's inspection rules on the node as
-// the inspection leaves it (props merged) and its inventory. It returns the
+// applyInspectionRules runs the operator's inspection rules (the stored
+// ones with the file's, in Ironic's order) on the node as the inspection
+// leaves it (props merged) and its inventory. It returns the
 // node as the rules made it (nil when no rule ran) and the actions that
 // record their work: the plugin data they changed and a history event. A
 // failing rule fails the inspection. Rules may not change a known node's
 // driver or interfaces here: the conductor drives the node with them
 // (discovery, where the node is new, applies rules before they are chosen).
-func applyInspectionRules(in Input, props proto.Dict, raw, plugin json.RawMessage) (*proto.Node, []Action, error) {
-	rules := in.Config.InspectionRules
+func applyInspectionRules(in Input, props proto.Dict, ev InventoryRead) (*proto.Node, []Action, error) {
+	raw, plugin := ev.Raw, ev.Plugin
+	rules := inspectrules.Merge(ev.Rules, in.Config.InspectionRules)
 	if rules.Len() == 0 {
 		return nil, nil, nil
 	}

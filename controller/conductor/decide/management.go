@@ -28,6 +28,8 @@ var managementOperations = map[string]string{
 	proto.OpInjectNMI: "inject NMI", proto.OpGetIndicators: "get indicators",
 	proto.OpGetIndicator: "get indicator state", proto.OpSetIndicator: "set indicator state",
 	proto.OpSetBootMode: "set boot mode", proto.OpSetSecureBoot: "set secure boot",
+	proto.OpAttachVirtualMedia: "attach virtual media", proto.OpDetachVirtualMedia: "detach virtual media",
+	proto.OpGetVirtualMedia: "get virtual media",
 }
 
 func managementOperation(op string) string {
@@ -64,6 +66,11 @@ func managementAnswered(in Input, ev ManagementAnswered) []Action {
 			res.Indicators = ev.Read.Indicators
 		case proto.OpGetIndicator:
 			res.IndicatorState = ev.Read.IndicatorState
+		case proto.OpGetVirtualMedia:
+			res.VirtualMedia = ev.Media
+			if res.VirtualMedia == nil {
+				res.VirtualMedia = []proto.VirtualMedia{}
+			}
 		}
 	}
 	var node func(n *proto.Node)

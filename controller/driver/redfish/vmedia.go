@@ -127,42 +127,59 @@ func (b *VirtualMediaBoot) PrepareInstance(ctx context.Context, n *proto.Node) e
 	return b.Mgmt.SetBootDevice(ctx, n, "disk", true)
 }
 
-// virtualCD finds the CD/DVD virtual media of the node's system: under the
-// system (Redfish 1.x standard) or under its manager (iDRAC, iLO,
-// Supermicro).
+// virtualCD finds the CD/DVD virtual media of the node's system.
 func (s *session) virtualCD() (*schemas.VirtualMedia, error) {
-	sys, err := s.system()
+	return s.virtualMediaOf(schemas.CDVirtualMediaType, schemas.DVDVirtualMediaType)
+}
+
+// virtualMediaOf finds the first virtual media device of the node's
+// system that takes one of types.
+func (s *session) virtualMediaOf(types ...schemas.VirtualMediaType) (*schemas.VirtualMedia, error) {
+	vms, where, err := s.allVirtualMedia()
 	if err != nil {
 		return nil, err
 	}
-	vms, err := sys.VirtualMedia()
+	for _, v := range vms {
+		for _, t := range types {
+			if slices.Contains(v.MediaTypes, t) {
+				return v, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("BMC %s: system %s has no virtual %v drive (found %d virtual media devices)", s.endpoint, where, types, len(vms))
+}
+
+// allVirtualMedia lists the virtual media of the node's system: under the
+// system (Redfish 1.x standard) or under its manager (iDRAC, iLO,
+// Supermicro). where names the system.
+func (s *session) allVirtualMedia() (vms []*schemas.VirtualMedia, where string, err error) {
+	sys, err := s.system()
 	if err != nil {
-		return nil, s.fail("list virtual media of "+sys.ODataID, err)
+		return nil, "", err
+	}
+	vms, err = sys.VirtualMedia()
+	if err != nil {
+		return nil, "", s.fail("list virtual media of "+sys.ODataID, err)
 	}
 	if len(vms) == 0 {
 		mgrs, err := sys.ManagedBy()
 		if err != nil {
-			return nil, s.fail("list managers of "+sys.ODataID, err)
+			return nil, "", s.fail("list managers of "+sys.ODataID, err)
 		}
 		if len(mgrs) == 0 {
 			if mgrs, err = s.api.Service.Managers(); err != nil {
-				return nil, s.fail("list managers", err)
+				return nil, "", s.fail("list managers", err)
 			}
 		}
 		for _, m := range mgrs {
 			v, err := m.VirtualMedia()
 			if err != nil {
-				return nil, s.fail("list virtual media of "+m.ODataID, err)
+				return nil, "", s.fail("list virtual media of "+m.ODataID, err)
 			}
 			vms = append(vms, v...)
 		}
 	}
-	for _, v := range vms {
-		if slices.Contains(v.MediaTypes, schemas.CDVirtualMediaType) || slices.Contains(v.MediaTypes, schemas.DVDVirtualMediaType) {
-			return v, nil
-		}
-	}
-	return nil, fmt.Errorf("BMC %s: system %s has no virtual CD/DVD drive (found %d virtual media devices)", s.endpoint, sys.ODataID, len(vms))
+	return vms, sys.ODataID, nil
 }
 
 func (s *session) insertMedia(url string) error {
@@ -170,10 +187,17 @@ func (s *session) insertMedia(url string) error {
 	if err != nil {
 		return err
 	}
+	return s.insertInto(vm, url)
+}
+
+// insertInto inserts url into vm, ejecting what it held, and checks the
+// BMC reports it.
+func (s *session) insertInto(vm *schemas.VirtualMedia, url string) error {
 	if vm.Inserted != nil && *vm.Inserted || vm.Image != "" {
 		if _, err := vm.EjectMedia(); err != nil {
 			return s.fail("eject virtual media "+vm.ODataID+" before inserting", err)
 		}
+		var err error
 		if vm, err = schemas.GetObject[schemas.VirtualMedia](s.api, vm.ODataID); err != nil {
 			return s.fail("read virtual media", err)
 		}
@@ -203,6 +227,11 @@ func (s *session) ejectMedia() error {
 	if err != nil {
 		return err
 	}
+	return s.ejectFrom(vm)
+}
+
+// ejectFrom ejects what vm holds; an empty device is left as it is.
+func (s *session) ejectFrom(vm *schemas.VirtualMedia) error {
 	if (vm.Inserted == nil || !*vm.Inserted) && vm.Image == "" {
 		return nil
 	}
