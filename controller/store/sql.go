@@ -680,6 +680,10 @@ func (s *sqlStore) ListPorts(ctx context.Context, q PortQuery) ([]*proto.Port, e
 		if err := rows.Scan(&doc); err != nil {
 			return nil, fmt.Errorf("list ports: %w", err)
 		}
+		if q.docs != nil {
+			*q.docs = append(*q.docs, doc)
+			continue
+		}
 		p, err := decodePort(doc)
 		if err != nil {
 			return nil, fmt.Errorf("list ports: %w", err)

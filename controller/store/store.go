@@ -196,6 +196,7 @@ type PortQuery struct {
 	// Summary returns ports with only UUID and Address, read from their
 	// columns without decoding documents: the hot path of GET /v1/ports.
 	Summary bool
+	docs    *[][]byte // ListPortDocs: collect documents, decode none
 }
 
 // NodeSortKeys are the accepted NodeQuery.SortKey values (node field names).
