@@ -104,6 +104,7 @@ func (w *objectWriter) portDoc(c echo.Context, base string, doc []byte, plan fie
 		return w.port(c, p, plan)
 	}
 	self := "ports/" + uuid
+	plain := w.plainBase(base) // and the UUID is plain: plainJSONString checked it
 	w.buf.Grow(len(doc) + 256)
 	w.buf.WriteByte('{')
 	first := true
@@ -126,7 +127,7 @@ func (w *objectWriter) portDoc(c echo.Context, base string, doc []byte, plan fie
 		w.buf.Write(f.key)
 		switch {
 		case f.link:
-			if err := w.links(base, self, f.linkPath); err != nil {
+			if err := w.linksPlain(base, self, f.linkPath, plain && isPlainString(f.linkPath)); err != nil {
 				return err
 			}
 		case f.secret && plan.masked && string(val) != "{}" && string(val) != "null":
