@@ -145,3 +145,25 @@ func TestPortDocFallback(t *testing.T) {
 		}
 	}
 }
+
+func TestMayHoldSecret(t *testing.T) {
+	for _, c := range []struct {
+		val  string
+		want bool
+	}{
+		{`{}`, false},
+		{`null`, false},
+		{`{"switch_id":"0a:1b:2c:3d:4e:5f","port_id":"Ethernet1/1"}`, false},
+		{`{"a":[1,"x",{"y":true}],"ünï":"☃"}`, false},
+		{`{"password":"x"}`, true},
+		{`{"a":{"deep":{"auth_token":null}}}`, true},
+		{`{"switch_info":"apiKey"}`, true}, // a value: conservative
+		{`{"pass\u0077ord":"x"}`, true},    // an escape: decode to tell
+		{`{"a":"<\u003c>"}`, true},         // the same
+		{`{"a":"unterminated`, true},       // not JSON: decode (and fail)
+	} {
+		if got := mayHoldSecret([]byte(c.val)); got != c.want {
+			t.Errorf("mayHoldSecret(%s) = %v, want %v", c.val, got, c.want)
+		}
+	}
+}
