@@ -85,9 +85,7 @@ func (c *client) prepareAgents(base string, n int, image string) ([]agent, error
 		}
 	}
 	for i, a := range agents {
-		if code, b, err := c.call(ctx, "PUT", base+"/v1/nodes/"+a.uuid+"/maintenance", `{"reason":"apibench heartbeats"}`); err != nil || code != http.StatusAccepted {
-			return nil, fmt.Errorf("maintenance %s: %d %s (%v)", a.uuid, code, b, err)
-		}
+		// The lookup first: Ironic finds no node in maintenance.
 		code, b, err := c.call(ctx, "GET", base+"/v1/lookup?node_uuid="+a.uuid, "")
 		if err != nil || code != http.StatusOK {
 			return nil, fmt.Errorf("lookup %s: %d %s (%v)", a.uuid, code, b, err)
@@ -101,6 +99,9 @@ func (c *client) prepareAgents(base string, n int, image string) ([]agent, error
 			return nil, fmt.Errorf("lookup %s gave no token: %s", a.uuid, b)
 		}
 		agents[i].token = lookup.Config.AgentToken
+		if code, b, err := c.call(ctx, "PUT", base+"/v1/nodes/"+a.uuid+"/maintenance", `{"reason":"apibench heartbeats"}`); err != nil || code != http.StatusAccepted {
+			return nil, fmt.Errorf("maintenance %s: %d %s (%v)", a.uuid, code, b, err)
+		}
 	}
 	return agents, nil
 }
