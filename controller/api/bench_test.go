@@ -27,6 +27,13 @@ const benchToken = "bench-agent-token"
 // deployed node whose agent still heartbeats.
 func benchServer(b *testing.B, n int) (*httptest.Server, string) {
 	b.Helper()
+	srv, first, _ := benchServerStore(b, n)
+	return srv, first
+}
+
+// benchServerStore is benchServer with its store.
+func benchServerStore(b *testing.B, n int) (*httptest.Server, string, store.Store) {
+	b.Helper()
 	st, err := store.Open(context.Background(), filepath.Join(b.TempDir(), "kiln.db"), store.Options{})
 	if err != nil {
 		b.Fatal(err)
@@ -54,7 +61,7 @@ func benchServer(b *testing.B, n int) (*httptest.Server, string) {
 	}
 	srv := httptest.NewServer(api.New(api.Config{Store: st, Conductor: "bench"}))
 	b.Cleanup(srv.Close)
-	return srv, first
+	return srv, first, st
 }
 
 func benchGET(b *testing.B, url string) {
@@ -146,4 +153,26 @@ func BenchmarkHeartbeat(b *testing.B) {
 	srv, first := benchServer(b, 1000)
 	benchDo(b, "POST", srv.URL+"/v1/heartbeat/"+first,
 		`{"callback_url":"http://10.0.0.9:9999","agent_version":"10.0.0","agent_token":"`+benchToken+`"}`, http.StatusAccepted)
+}
+
+// BenchmarkHeartbeatRecorded: the heartbeat of an agent whose node waits
+// for it in maintenance (deploy wait): accepted (202) and recorded (the
+// agent's URL, version and last heartbeat), one conditional UPDATE each.
+func BenchmarkHeartbeatRecorded(b *testing.B) {
+	srv, first, st := benchServerStore(b, 1000)
+	if _, err := st.UpdateNode(context.Background(), first, func(n *proto.Node) error {
+		n.ProvisionState, n.Maintenance = proto.StateDeployWait, true
+		return nil
+	}); err != nil {
+		b.Fatal(err)
+	}
+	benchDo(b, "POST", srv.URL+"/v1/heartbeat/"+first,
+		`{"callback_url":"http://10.0.0.9:9999","agent_version":"10.0.0","agent_token":"`+benchToken+`"}`, http.StatusAccepted)
+	n, err := st.GetNode(context.Background(), first)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if n.DriverInternalInfo[proto.InfoAgentVersion] != "10.0.0" || n.DriverInternalInfo[proto.InfoAgentLastHeartbeat] == nil {
+		b.Fatalf("the heartbeats were not recorded: %v", n.DriverInternalInfo)
+	}
 }

@@ -129,7 +129,8 @@ func (w *objectWriter) nodeView(c echo.Context, base string, v *store.NodeView, 
 	}
 	mv := minor(c)
 	self := "nodes/" + v.UUID
-	w.buf.Grow(len(v.Doc) + 1024) // the view and the links, at most
+	plain := w.plainBase(base) && isPlainString(self) // the link paths below it are constants
+	w.buf.Grow(len(v.Doc) + 1024)                     // the view and the links, at most
 	w.buf.WriteByte('{')
 	first := true
 	for _, f := range p.fields {
@@ -159,7 +160,7 @@ func (w *objectWriter) nodeView(c echo.Context, base string, v *store.NodeView, 
 		w.buf.Write(f.key)
 		switch kind {
 		case viewLink:
-			if err := w.links(base, self, nodeLinkPaths[f.pos]); err != nil {
+			if err := w.linksPlain(base, self, nodeLinkPaths[f.pos], plain); err != nil {
 				return err
 			}
 		case viewReservation:
@@ -182,7 +183,14 @@ func (w *objectWriter) nodeView(c echo.Context, base string, v *store.NodeView, 
 // writes links(c, path+sub), without building the strings when they need
 // no escaping (as a host and a UUID never do).
 func (w *objectWriter) links(base, path, sub string) error {
-	if !isPlainString(base) || !isPlainString(path) || !isPlainString(sub) {
+	return w.linksPlain(base, path, sub, isPlainString(base) && isPlainString(path) && isPlainString(sub))
+}
+
+// linksPlain is links with the caller's answer to whether base, path and
+// sub need escaping: a list checks the base once, each object its path
+// once, rather than once per link field.
+func (w *objectWriter) linksPlain(base, path, sub string, plain bool) error {
+	if !plain {
 		for i, l := range links0(base, path+sub) {
 			w.buf.WriteString([]string{`[{"href":`, `,{"href":`}[i])
 			if err := w.value(l.Href); err != nil {
@@ -198,6 +206,15 @@ func (w *objectWriter) links(base, path, sub string) error {
 		w.buf.WriteString(part)
 	}
 	return nil
+}
+
+// plainBase is isPlainString(base), remembered for the last base seen:
+// every object of a list has the same.
+func (w *objectWriter) plainBase(base string) bool {
+	if base != w.checkedBase {
+		w.checkedBase, w.basePlain = base, isPlainString(base)
+	}
+	return w.basePlain
 }
 
 // links0 is links with a base URL given.

@@ -216,6 +216,9 @@ func (s *Server) listPortsIn(c echo.Context, nodeUUID, portgroupUUID string, det
 	if err := portPlacementFilters(c, &q); err != nil {
 		return err
 	}
+	if docs, ok := store.PortDocsOf(s.store); ok && !q.Summary {
+		return s.sendPortDocs(c, docs, q, p, path, fields)
+	}
 	ports, err := s.store.ListPorts(ctx, q)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) && p.marker != "" {

@@ -111,8 +111,12 @@ func BenchmarkScale(b *testing.B) {
 				{"sort-name-desc-marker", "/v1/nodes?limit=100&sort_key=name&sort_dir=desc&marker=" + nearEnd},
 			}
 			for _, key := range []string{"uuid", "name", "created_at", "updated_at", "provision_state", "driver", "maintenance",
-				"instance_uuid", "conductor_group", "resource_class", "owner", "power_state"} {
+				"instance_uuid", "conductor_group", "resource_class", "owner", "power_state", "fault", "reservation",
+				"provision_updated_at"} {
 				routes = append(routes, struct{ name, path string }{"sort-" + key + "-desc", "/v1/nodes?limit=100&sort_dir=desc&sort_key=" + key})
+			}
+			for _, key := range []string{"uuid", "address", "name", "created_at", "updated_at"} {
+				routes = append(routes, struct{ name, path string }{"ports-sort-" + key + "-desc", "/v1/ports/detail?limit=100&sort_dir=desc&sort_key=" + key})
 			}
 			for _, r := range routes {
 				b.Run(r.name, func(b *testing.B) { benchGET(b, srv.URL+r.path) })

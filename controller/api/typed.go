@@ -150,6 +150,9 @@ type objectWriter struct {
 	// being written ("nodes/<uuid>"): when set, link fields are written
 	// from them rather than from the struct.
 	base, self string
+	// checkedBase and basePlain remember plainBase's last answer.
+	checkedBase string
+	basePlain   bool
 }
 
 var writerPool = sync.Pool{New: func() any {

@@ -199,8 +199,9 @@ func (s *sqlStore) RecordAgent(ctx context.Context, seen AgentView, set []KeyVal
 		" WHERE id = ? AND provision_state = ? AND maintenance = ? AND COALESCE(reservation, '') = ?" +
 		" AND COALESCE(" + s.d.jsonText("driver_internal_info", proto.InfoAgentToken) + ", '') = ? AND " + urlCond
 	var changed int64
+	st := s.preparedWrite(ctx, query)
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		r, err := s.exec(ctx, tx, query, args...)
+		r, err := s.txExec(ctx, tx, st, query, args...)
 		if err != nil {
 			return err
 		}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"testing"
 	"time"
@@ -99,4 +100,63 @@ func TestAgentOfAndRecordAgent(t *testing.T) {
 			t.Errorf("RecordAgent of a view AgentOf did not read = %v, %v", ok, err)
 		}
 	})
+}
+
+// RecordAgent prepares its UPDATE on SQLite's single writer connection
+// outside any transaction: one that waits for a transaction holding the
+// writer proceeds once it ends (preparing inside would wait for itself),
+// and later heartbeats reuse the statement.
+func TestRecordAgentPreparedBehindBusyWriter(t *testing.T) {
+	ctx := context.Background()
+	st := openT(t, "sqlite://"+t.TempDir()+"/kiln.db", Options{})
+	ss := st.(*sqlStore)
+	if ss.wstmts == nil {
+		t.Fatal("the SQLite store keeps no write statements")
+	}
+	n := &proto.Node{UUID: "5a0c5f0e-1a2b-4c3d-8e9f-0a1b2c3d4e5f", Driver: "fake-hardware",
+		ProvisionState: proto.StateDeployWait, DriverInternalInfo: proto.Dict{proto.InfoAgentToken: "tok"}}
+	if err := st.CreateNode(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	holding, release := make(chan struct{}), make(chan struct{})
+	held := make(chan error, 1)
+	go func() {
+		held <- ss.writeTx(ctx, func(*sql.Tx) error { close(holding); <-release; return nil })
+	}()
+	<-holding
+	type result struct {
+		ok  bool
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := st.AgentOf(ctx, n.UUID)
+		if err != nil {
+			done <- result{false, err}
+			return
+		}
+		ok, err := st.RecordAgent(ctx, v, []KeyValue{{proto.InfoAgentURL, "http://10.0.0.7:9999"}}, false)
+		done <- result{ok, err}
+	}()
+	close(release)
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	if r := <-done; r.err != nil || !r.ok {
+		t.Fatalf("RecordAgent behind a busy writer = %v, %v; want applied", r.ok, r.err)
+	}
+	v, err := st.AgentOf(ctx, n.UUID)
+	if err != nil || v.URL != "http://10.0.0.7:9999" {
+		t.Fatalf("AgentOf after the record = %+v, %v", v, err)
+	}
+	if ok, err := st.RecordAgent(ctx, v, []KeyValue{{proto.InfoAgentURL, "http://10.0.0.7:9999"}}, false); err != nil || !ok {
+		t.Fatalf("second RecordAgent = %v, %v", ok, err)
+	}
+	ss.wstmts.mu.RLock()
+	kept := len(ss.wstmts.stmts)
+	ss.wstmts.mu.RUnlock()
+	// The two views differ (no URL, then one): two statements, each kept once.
+	if kept != 2 {
+		t.Errorf("%d write statements kept, want 2 (one per shape of the UPDATE)", kept)
+	}
 }

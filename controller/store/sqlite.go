@@ -118,5 +118,5 @@ func openSQLite(ctx context.Context, path string, opts Options) (Store, error) {
 		r.Close()
 		return nil, fmt.Errorf("open SQLite store %s: %w", path, err)
 	}
-	return &sqlStore{d: sqliteDialect, rdb: r, wdb: w, stmts: newStmtCache(r), deadAfter: opts.DeadAfter, clock: opts.Now}, nil
+	return &sqlStore{d: sqliteDialect, rdb: r, wdb: w, stmts: newStmtCache(r), wstmts: newStmtCache(w), deadAfter: opts.DeadAfter, clock: opts.Now}, nil
 }

@@ -6,7 +6,7 @@ import (
 	"sync"
 )
 
-// stmtCache keeps the read queries prepared. modernc's SQLite compiles a
+// stmtCache keeps queries prepared (the readers' and the writer's hot ones). modernc's SQLite compiles a
 // statement on every unprepared query, which costs more than running it
 // for the single-row reads of the API's hot routes (a node get, an agent
 // lookup) — a fifth of a heartbeat's CPU, measured. The cache is bounded:

@@ -211,6 +211,7 @@ type PortQuery struct {
 	// DescriptionContains keeps the ports whose description contains it,
 	// ignoring case (1.97).
 	DescriptionContains string
+	docs                *[][]byte // ListPortDocs: collect documents, decode none
 }
 
 // NodeSortKeys are the accepted NodeQuery.SortKey values (node field names).

@@ -45,8 +45,11 @@ func main() {
 		url1, url2  = flag.String("url", "http://127.0.0.1:6385", "first endpoint (Kiln)"), flag.String("url2", "", "second endpoint (e.g. Ironic), optional")
 		pid1, pid2  = flag.Int("pid", 0, "server process of -url (0: no CPU figures)"), flag.Int("pid2", 0, "server process of -url2 (its descendants count too)")
 		enroll      = flag.Int("enroll", 0, "enroll this many fake-hardware nodes with a port each on every endpoint first (the same set)")
+		agents      = flag.Int("agents", 16, "nodes the heartbeat route drives to wait call-back (one agent each)")
+		imageURL    = flag.String("image-url", "", "image_source of those deploys, fetched by the endpoint (default: served by apibench on 127.0.0.1)")
 		conc        = flag.Int("c", 16, "concurrent connections")
-		dur         = flag.Duration("d", 10*time.Second, "duration of each route")
+		dur         = flag.Duration("d", 10*time.Second, "duration of each route in each round")
+		rounds      = flag.Int("rounds", 1, "rounds; each runs every route on every endpoint in turn, so that both see the same neighbours")
 		version     = flag.String("version", "1.82", "microversion sent")
 		token       = flag.String("token", "", "X-Auth-Token sent, if the endpoints need one")
 		routeFilter = flag.String("routes", "", "comma-separated route names to run (default: all)")
@@ -58,43 +61,106 @@ func main() {
 	}
 	cl := &client{http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *conc * 2}, Timeout: time.Minute},
 		version: *version, token: *token}
-	out := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(out, "route\tendpoint\treq/s\tserver CPU-ms/req\tbytes/resp\tstatuses\t\n")
-	for _, ep := range eps {
+	selected := func(name string) bool {
+		return *routeFilter == "" || contains(strings.Split(*routeFilter, ","), name)
+	}
+	if *imageURL == "" && selected("heartbeat") {
+		srv := imageServer()
+		defer srv.Close()
+		*imageURL = srv.URL + "/apibench.img"
+	}
+	routesOf := make([][]route, len(eps))
+	for i, ep := range eps {
 		if *enroll > 0 {
 			start := time.Now()
 			cpu0 := cpuOf(ep.pid)
 			if err := cl.enroll(ep.url, *enroll); err != nil {
-				fmt.Fprintf(os.Stderr, "enroll on %s: %v\n", ep.url, err)
-				os.Exit(1)
+				fail("enroll on %s: %v", ep.url, err)
 			}
 			fmt.Printf("%s: enrolled %d nodes and ports, one POST at a time, in %s (server CPU %s)\n",
 				ep.url, *enroll, time.Since(start).Round(time.Millisecond), (cpuOf(ep.pid) - cpu0).Round(time.Millisecond))
 		}
-	}
-	for _, ep := range eps {
 		node, err := cl.firstNode(ep.url)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "%s: %v\n", ep.url, err)
-			os.Exit(1)
+			fail("%s: %v", ep.url, err)
 		}
-		for _, r := range routes(node) {
-			if *routeFilter != "" && !contains(strings.Split(*routeFilter, ","), r.name) {
+		var ags []agent
+		if selected("heartbeat") {
+			start := time.Now()
+			if ags, err = cl.prepareAgents(ep.url, *agents, *imageURL); err != nil {
+				fail("%s: heartbeat nodes: %v", ep.url, err)
+			}
+			fmt.Printf("%s: %d nodes deployed to wait call-back, in maintenance, tokens from lookup, in %s\n",
+				ep.url, len(ags), time.Since(start).Round(time.Millisecond))
+		}
+		for _, r := range routes(node, ags) {
+			if selected(r.name) {
+				routesOf[i] = append(routesOf[i], r)
+			}
+		}
+	}
+	// Rounds alternate the endpoints route by route: on a shared machine
+	// both are measured under the same load.
+	total := make([][]*result, len(eps))
+	for i := range eps {
+		total[i] = make([]*result, len(routesOf[i]))
+		for j := range total[i] {
+			total[i][j] = &result{codes: map[int]int64{}}
+		}
+	}
+	for range *rounds {
+		for j := range routesOf[0] {
+			for i, ep := range eps {
+				if j < len(routesOf[i]) {
+					total[i][j].add(cl.run(ep, routesOf[i][j], *conc, *dur))
+				}
+			}
+		}
+	}
+	out := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	header := "route\tendpoint\treq/s\tserver CPU-ms/req\tbytes/resp\tstatuses\t"
+	if len(eps) > 1 {
+		header += "CPU ratio second/first\t"
+	}
+	fmt.Fprintln(out, header)
+	for j, r := range routesOf[0] {
+		for i, ep := range eps {
+			if j >= len(total[i]) {
 				continue
 			}
-			res := cl.run(ep, r, *conc, *dur)
-			cpu := "-"
-			if ep.pid != 0 && res.count > 0 {
-				cpu = fmt.Sprintf("%.3f", float64(res.cpu.Microseconds())/1000/float64(res.count))
+			res := total[i][j]
+			line := fmt.Sprintf("%s\t%s\t%.0f\t%s\t%d\t%s\t", r.name, ep.url, res.rate(), fmtMs(res.cpuPerReq(ep.pid)), res.bytesPer(), res.statuses())
+			if i > 0 {
+				line += ratio(total[0][j].cpuPerReq(eps[0].pid), res.cpuPerReq(ep.pid)) + "\t"
+			} else if len(eps) > 1 {
+				line += "\t"
 			}
-			bytesPer := int64(0)
-			if res.count > 0 {
-				bytesPer = res.bytes / res.count
-			}
-			fmt.Fprintf(out, "%s\t%s\t%.0f\t%s\t%d\t%s\t\n", r.name, ep.url, float64(res.count)/res.elapsed.Seconds(), cpu, bytesPer, res.statuses())
+			fmt.Fprintln(out, line)
 		}
 	}
 	out.Flush()
+	if *rounds > 1 {
+		fmt.Printf("%d rounds of %s per route and endpoint, endpoints alternated route by route\n", *rounds, *dur)
+	}
+}
+
+func fail(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, format+"\n", args...)
+	os.Exit(1)
+}
+
+func fmtMs(ms float64) string {
+	if ms < 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.3f", ms)
+}
+
+func ratio(first, second float64) string {
+	if first <= 0 || second < 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f×", second/first)
 }
 
 func contains(list []string, s string) bool {
@@ -107,19 +173,30 @@ func contains(list []string, s string) bool {
 }
 
 type route struct {
-	name, method, path, body string
+	name, method string
+	// reqs are the requests of the route: connection i sends reqs[i%len],
+	// so that each heartbeating node has one agent, as in a fleet.
+	reqs []request
 }
 
-// routes are the comparison table's routes.
-func routes(node string) []route {
+type request struct{ path, body string }
+
+func get(name, path string) route { return route{name, "GET", []request{{path, ""}}} }
+
+// routes are the comparison table's routes; the heartbeat's are those of
+// agents, one per node.
+func routes(node string, agents []agent) []route {
+	hb := route{name: "heartbeat", method: "POST"}
+	for _, a := range agents {
+		hb.reqs = append(hb.reqs, request{"/v1/heartbeat/" + a.uuid, a.heartbeat()})
+	}
 	return []route{
-		{"nodes?limit=100", "GET", "/v1/nodes?limit=100", ""},
-		{"nodes/detail?limit=100", "GET", "/v1/nodes/detail?limit=100", ""},
-		{"nodes/{uuid}", "GET", "/v1/nodes/" + node, ""},
-		{"ports?limit=100", "GET", "/v1/ports?limit=100", ""},
-		{"ports/detail?limit=100", "GET", "/v1/ports/detail?limit=100", ""},
-		{"heartbeat", "POST", "/v1/heartbeat/" + node,
-			`{"callback_url":"http://192.0.2.10:9999","agent_version":"10.0.0","agent_token":"apibench-token"}`},
+		get("nodes?limit=100", "/v1/nodes?limit=100"),
+		get("nodes/detail?limit=100", "/v1/nodes/detail?limit=100"),
+		get("nodes/{uuid}", "/v1/nodes/"+node),
+		get("ports?limit=100", "/v1/ports?limit=100"),
+		get("ports/detail?limit=100", "/v1/ports/detail?limit=100"),
+		hb,
 	}
 }
 
@@ -218,6 +295,40 @@ type result struct {
 	codes        map[int]int64
 }
 
+// add accumulates o, a run of the same route on the same endpoint.
+func (r *result) add(o *result) {
+	r.count += o.count
+	r.bytes += o.bytes
+	r.elapsed += o.elapsed
+	r.cpu += o.cpu
+	for k, v := range o.codes {
+		r.codes[k] += v
+	}
+}
+
+func (r *result) rate() float64 {
+	if r.elapsed <= 0 {
+		return 0
+	}
+	return float64(r.count) / r.elapsed.Seconds()
+}
+
+// cpuPerReq is the server's CPU-ms per request; -1 without a process or
+// requests to measure it.
+func (r *result) cpuPerReq(pid int) float64 {
+	if pid == 0 || r.count == 0 {
+		return -1
+	}
+	return float64(r.cpu.Microseconds()) / 1000 / float64(r.count)
+}
+
+func (r *result) bytesPer() int64 {
+	if r.count == 0 {
+		return 0
+	}
+	return r.bytes / r.count
+}
+
 func (r *result) statuses() string {
 	var keys []int
 	for k := range r.codes {
@@ -239,8 +350,9 @@ func (r *result) statuses() string {
 func (c *client) run(ep endpoint, r route, conc int, d time.Duration) *result {
 	res := &result{codes: map[int]int64{}}
 	// Warm up the connections and caches.
-	for range conc {
-		c.do(context.Background(), r.method, ep.url+r.path, r.body) //nolint:errcheck // warm-up
+	for i := range conc {
+		q := r.reqs[i%len(r.reqs)]
+		c.do(context.Background(), r.method, ep.url+q.path, q.body) //nolint:errcheck // warm-up
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
@@ -248,13 +360,14 @@ func (c *client) run(ep endpoint, r route, conc int, d time.Duration) *result {
 	var wg sync.WaitGroup
 	cpu0 := cpuOf(ep.pid)
 	start := time.Now()
-	for range conc {
+	for i := range conc {
 		wg.Add(1)
+		q := r.reqs[i%len(r.reqs)]
 		go func() {
 			defer wg.Done()
 			local := map[int]int64{}
 			for ctx.Err() == nil {
-				code, n, err := c.do(ctx, r.method, ep.url+r.path, r.body)
+				code, n, err := c.do(ctx, r.method, ep.url+q.path, q.body)
 				if ctx.Err() != nil {
 					break
 				}
