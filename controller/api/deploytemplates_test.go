@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -13,40 +12,27 @@ import (
 // answer's shape with the reference's response.
 func TestDeployTemplatesMatchAPIReference(t *testing.T) {
 	srv := chassisServer(t)
-	decode := func(name string) map[string]any {
-		var want map[string]any
-		if err := json.Unmarshal([]byte(apiRefSample(t, name)), &want); err != nil {
-			t.Fatal(err)
-		}
-		return want
-	}
 	code, created := call(t, srv, "POST", "/v1/deploy_templates", "1.55", apiRefSample(t, "deploy-template-create-request.json"))
 	if code != http.StatusCreated {
 		t.Fatalf("create: %d %v", code, created)
 	}
-	sameShape(t, "create", decode("deploy-template-create-response.json"), created)
+	sameShape(t, "create", apiRefJSON(t, "deploy-template-create-response.json"), created)
 	if created["name"] != "CUSTOM_HYPERTHREADING_ON" {
 		t.Errorf("created name %v", created["name"])
 	}
 	id := created["uuid"].(string)
-	for _, c := range []struct{ path, sample string }{
+	getShapes(t, srv, "1.95", []shapeCase{
 		{"/v1/deploy_templates/" + id, "deploy-template-show-response.json"},
 		{"/v1/deploy_templates/CUSTOM_HYPERTHREADING_ON", "deploy-template-show-response.json"},
 		{"/v1/deploy_templates", "deploy-template-list-response.json"},
 		{"/v1/deploy_templates/detail", "deploy-template-detail-response.json"},
 		{"/v1/deploy_templates?detail=True", "deploy-template-detail-response.json"},
-	} {
-		code, got := call(t, srv, "GET", c.path, "1.95", "")
-		if code != http.StatusOK {
-			t.Fatalf("GET %s: %d %v", c.path, code, got)
-		}
-		sameShape(t, c.path, decode(c.sample), got)
-	}
+	})
 	code, patched := call(t, srv, "PATCH", "/v1/deploy_templates/"+id, "1.55", apiRefSample(t, "deploy-template-update-request.json"))
 	if code != http.StatusOK {
 		t.Fatalf("patch: %d %v", code, patched)
 	}
-	sameShape(t, "patch", decode("deploy-template-update-response.json"), patched)
+	sameShape(t, "patch", apiRefJSON(t, "deploy-template-update-response.json"), patched)
 	if patched["name"] != "CUSTOM_HT_ON" || patched["updated_at"] == nil {
 		t.Errorf("patched: %v", patched)
 	}

@@ -57,20 +57,13 @@ func shownAtMax(sample map[string]any) map[string]any {
 // with the reference's response, at the newest microversion.
 func TestPortgroupsMatchAPIReference(t *testing.T) {
 	srv := chassisServer(t)
-	decode := func(name string) map[string]any {
-		var want map[string]any
-		if err := json.Unmarshal([]byte(apiRefSample(t, name)), &want); err != nil {
-			t.Fatal(err)
-		}
-		return want
-	}
 	// The sample's node, so that the request is the reference's unchanged.
 	var req map[string]any
 	json.Unmarshal([]byte(apiRefSample(t, "portgroup-create-request.json")), &req)
 	node := req["node_uuid"].(string)
 	mustCall(t, srv, 201, "POST", "/v1/nodes", "1.95", `{"driver":"fake-hardware","uuid":"`+node+`"}`)
 	created := mustCall(t, srv, 201, "POST", "/v1/portgroups", "latest", apiRefSample(t, "portgroup-create-request.json"))
-	sameShape(t, "create", shownAtMax(decode("portgroup-create-response.json")), created)
+	sameShape(t, "create", shownAtMax(apiRefJSON(t, "portgroup-create-response.json")), created)
 	if created["name"] != "test_portgroup" || created["address"] != "11:11:11:11:11:11" || created["mode"] != "active-backup" ||
 		created["standalone_ports_supported"] != true || created["node_uuid"] != node {
 		t.Errorf("created = %v", created)
@@ -85,7 +78,7 @@ func TestPortgroupsMatchAPIReference(t *testing.T) {
 	}
 	mustCall(t, srv, 201, "POST", "/v1/ports", "latest", `{"node_uuid":"`+node+`","address":"22:22:22:22:22:22","portgroup_uuid":"`+id+`"}`)
 	listShape := func(name string) map[string]any {
-		s := decode(name)
+		s := apiRefJSON(t, name)
 		for _, key := range []string{"portgroups"} {
 			if items, ok := s[key].([]any); ok {
 				for i, it := range items {
@@ -124,7 +117,7 @@ func TestPortgroupsMatchAPIReference(t *testing.T) {
 		t.Errorf("ports of the group, detailed: %v", ports)
 	}
 	patched := mustCall(t, srv, 200, "PATCH", "/v1/portgroups/"+id, "latest", apiRefSample(t, "portgroup-update-request.json"))
-	sameShape(t, "patch", shownAtMax(decode("portgroup-update-response.json")), patched)
+	sameShape(t, "patch", shownAtMax(apiRefJSON(t, "portgroup-update-response.json")), patched)
 	if patched["address"] != "22:22:22:22:22:22" || patched["updated_at"] == nil || patched["created_at"] != created["created_at"] {
 		t.Errorf("patched = %v", patched)
 	}

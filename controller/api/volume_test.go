@@ -2,7 +2,6 @@ package api_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -36,24 +35,17 @@ func TestVolumeMatchesAPIReference(t *testing.T) {
 	do := func(method, path, body string) (int, map[string]any) { return call(t, srv, method, path, "1.32", body) }
 	const node = "6d85703a-565d-469a-96ce-30b6de53079d" // the samples' node
 	volumeNode(t, srv, st, do, node, "n1", proto.PowerOff)
-	decode := func(name string) map[string]any {
-		var want map[string]any
-		if err := json.Unmarshal([]byte(apiRefSample(t, name)), &want); err != nil {
-			t.Fatal(err)
-		}
-		return want
-	}
 	code, conn := do("POST", "/v1/volume/connectors", apiRefSample(t, "volume-connector-create-request.json"))
 	if code != http.StatusCreated {
 		t.Fatalf("connector: %d %v", code, conn)
 	}
-	sameShape(t, "connector create", decode("volume-connector-create-response.json"), conn)
+	sameShape(t, "connector create", apiRefJSON(t, "volume-connector-create-response.json"), conn)
 	code, tgt := do("POST", "/v1/volume/targets", apiRefSample(t, "volume-target-create-request.json"))
 	if code != http.StatusCreated {
 		t.Fatalf("target: %d %v", code, tgt)
 	}
-	sameShape(t, "target create", decode("volume-target-create-response.json"), tgt)
-	for _, c := range []struct{ path, sample string }{
+	sameShape(t, "target create", apiRefJSON(t, "volume-target-create-response.json"), tgt)
+	getShapes(t, srv, "1.95", []shapeCase{ // detail needs 1.43
 		{"/v1/volume", "volume-list-response.json"},
 		{"/v1/volume/connectors", "volume-connector-list-response.json"},
 		{"/v1/volume/connectors?detail=True", "volume-connector-list-detail-response.json"},
@@ -65,23 +57,17 @@ func TestVolumeMatchesAPIReference(t *testing.T) {
 		{"/v1/nodes/" + node + "/volume/targets", "node-volume-target-list-response.json"},
 		{"/v1/nodes/n1/volume/targets?detail=True", "node-volume-target-detail-response.json"},
 		{"/v1/volume/connectors/" + conn["uuid"].(string), "volume-connector-create-response.json"},
-	} {
-		code, got := call(t, srv, "GET", c.path, "1.95", "") // detail needs 1.43
-		if code != http.StatusOK {
-			t.Fatalf("GET %s: %d %v", c.path, code, got)
-		}
-		sameShape(t, c.path, decode(c.sample), got)
-	}
+	})
 	code, got := do("PATCH", "/v1/volume/connectors/"+conn["uuid"].(string), apiRefSample(t, "volume-connector-update-request.json"))
 	if code != http.StatusOK || got["connector_id"] != "iqn.2017-07.org.openstack:02:10190a4153e" {
 		t.Fatalf("connector patch: %d %v", code, got)
 	}
-	sameShape(t, "connector patch", decode("volume-connector-update-response.json"), got)
+	sameShape(t, "connector patch", apiRefJSON(t, "volume-connector-update-response.json"), got)
 	code, got = do("PATCH", "/v1/volume/targets/"+tgt["uuid"].(string), apiRefSample(t, "volume-target-update-request.json"))
 	if code != http.StatusOK || got["volume_id"] != "7211f7d3-3f32-4efc-b64e-9b8e92e64a8e" {
 		t.Fatalf("target patch: %d %v", code, got)
 	}
-	sameShape(t, "target patch", decode("volume-target-update-response.json"), got)
+	sameShape(t, "target patch", apiRefJSON(t, "volume-target-update-response.json"), got)
 }
 
 // TestVolumeRules: uniqueness, node association, the powered-on rule,

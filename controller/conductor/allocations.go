@@ -113,6 +113,11 @@ func (a *allocator) scan(ctx context.Context) {
 // errNotAllocating: the allocation was finished or deleted meanwhile.
 var errNotAllocating = errors.New("allocation is no longer allocating")
 
+// errFinishedHere: the allocation is already active on this very node (the
+// same allocation processed twice, as when a scan queues it again while a
+// worker is on it), so the node is its, not one to let go.
+var errFinishedHere = errors.New("allocation is already active on this node")
+
 // process finds and claims a node for one allocation, or fails it.
 func (a *allocator) process(ctx context.Context, uuid string) {
 	al, err := a.res.Get(ctx, uuid)
@@ -176,10 +181,14 @@ func (a *allocator) process(ctx context.Context, uuid string) {
 	a.fail(ctx, uuid, err)
 }
 
-// finish marks the allocation active on node; if it was deleted meanwhile,
-// the node is let go.
+// finish marks the allocation active on node. If it is already active on
+// node (a second worker's held-node path), nothing changes; if it was deleted,
+// failed or finished on another node meanwhile, node is let go.
 func (a *allocator) finish(ctx context.Context, uuid, node string) {
 	_, err := a.res.Update(ctx, uuid, func(al *proto.Allocation) error {
+		if al.State == proto.AllocationActive && al.NodeUUID != nil && *al.NodeUUID == node {
+			return errFinishedHere
+		}
 		if al.State != proto.AllocationAllocating {
 			return errNotAllocating
 		}
@@ -189,6 +198,7 @@ func (a *allocator) finish(ctx context.Context, uuid, node string) {
 	switch {
 	case err == nil:
 		a.c.log.Info("node reserved for allocation", "allocation", uuid, "node", node)
+	case errors.Is(err, errFinishedHere):
 	case errors.Is(err, store.ErrNotFound), errors.Is(err, errNotAllocating):
 		if _, err := a.c.st.UpdateNode(ctx, node, func(n *proto.Node) error {
 			allocation.Release(n, uuid)

@@ -162,6 +162,40 @@ func TestAllocationDeletedWhileClaiming(t *testing.T) {
 	}
 }
 
+// TestAllocationFinishedTwiceKeepsItsNode: an allocation processed twice at
+// once (a scan queues it again while a worker is on it) reaches finish twice
+// for the node it claimed; the second call must not let that node go, or a
+// third allocation claims it too (seen under load: two active allocations on
+// one node).
+func TestAllocationFinishedTwiceKeepsItsNode(t *testing.T) {
+	ctx := context.Background()
+	st, res := allocFixture(t, 1)
+	id := newAllocation(t, res, 1)
+	node := "00000000-0000-4000-8000-000000000000"
+	c := New(Config{Store: st, Agent: &stubAgent{}, Name: "c1"})
+	c.alloc.process(ctx, id)
+	c.alloc.finish(ctx, id, node)
+	a, err := res.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.State != proto.AllocationActive || a.NodeUUID == nil || *a.NodeUUID != node {
+		t.Errorf("allocation %s on %v, want active on %s", a.State, a.NodeUUID, node)
+	}
+	n, err := st.GetNode(ctx, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.AllocationUUID == nil || *n.AllocationUUID != id || n.InstanceUUID == nil || *n.InstanceUUID != id {
+		t.Errorf("node let go: allocation_uuid %v instance_uuid %v, want %s", n.AllocationUUID, n.InstanceUUID, id)
+	}
+	other := newAllocation(t, res, 2)
+	c.alloc.process(ctx, other)
+	if a, err := res.Get(ctx, other); err != nil || a.State != proto.AllocationError {
+		t.Errorf("a second allocation for the one node: %+v, %v; want error", a, err)
+	}
+}
+
 // TestAllocationNoMatch: Ironic's last_error when no node has the traits.
 func TestAllocationNoMatch(t *testing.T) {
 	ctx := context.Background()

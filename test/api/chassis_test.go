@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -144,33 +142,12 @@ func TestChassisOverHTTP(t *testing.T) {
 // TestChassisOpenstackClient runs `openstack baremetal chassis …` against
 // a real kiln serve and checks what each command prints.
 func TestChassisOpenstackClient(t *testing.T) {
-	osc, err := exec.LookPath("openstack")
-	if err != nil {
-		t.Skip("openstack (python3-openstackclient) not installed")
-	}
-	if err := exec.Command(osc, "baremetal", "chassis", "list", "--help").Run(); err != nil {
-		t.Skipf("openstack has no baremetal commands (python3-ironicclient not installed): %v", err)
-	}
 	k := startKiln(t, filepath.Join(t.TempDir(), "kiln.db"))
-	run := func(wantOK bool, args ...string) string {
-		t.Helper()
-		cmd := exec.Command(osc, append([]string{"baremetal"}, args...)...)
-		// Only this endpoint: no OS_* of the caller's (a cloud, a pinned version).
-		env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "OS_") })
-		cmd.Env = append(env, "OS_ENDPOINT="+k.URL, "OS_AUTH_TYPE=none")
-		out, err := cmd.CombinedOutput()
-		if (err == nil) != wantOK {
-			t.Fatalf("openstack baremetal %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
+	run, jsonInto := stepsOSC(t, k)
 	jsonOut := func(args ...string) map[string]any {
 		t.Helper()
 		var m map[string]any
-		out := run(true, append(args, "-f", "json")...)
-		if err := json.Unmarshal([]byte(out), &m); err != nil {
-			t.Fatalf("%v: not JSON: %s", args, out)
-		}
+		jsonInto(&m, args...)
 		return m
 	}
 	ch := jsonOut("chassis", "create", "--description", "rack1", "--extra", "a=b")

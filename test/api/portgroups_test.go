@@ -2,11 +2,8 @@ package api_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -195,32 +192,8 @@ func TestPortgroupsOverHTTP(t *testing.T) {
 // `port create/list --port-group` and `node vif …` against a real kiln serve
 // and checks what each prints.
 func TestPortgroupsOpenstackClient(t *testing.T) {
-	osc, err := exec.LookPath("openstack")
-	if err != nil {
-		t.Skip("openstack (python3-openstackclient) not installed")
-	}
-	if err := exec.Command(osc, "baremetal", "port", "group", "list", "--help").Run(); err != nil {
-		t.Skipf("openstack has no baremetal commands (python3-ironicclient not installed): %v", err)
-	}
 	k := startKiln(t, filepath.Join(t.TempDir(), "kiln.db"))
-	run := func(wantOK bool, args ...string) string {
-		t.Helper()
-		cmd := exec.Command(osc, append([]string{"baremetal"}, args...)...)
-		env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "OS_") })
-		cmd.Env = append(env, "OS_ENDPOINT="+k.URL, "OS_AUTH_TYPE=none")
-		out, err := cmd.CombinedOutput()
-		if (err == nil) != wantOK {
-			t.Fatalf("openstack baremetal %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
-	jsonOut := func(v any, args ...string) {
-		t.Helper()
-		out := run(true, append(args, "-f", "json")...)
-		if err := json.Unmarshal([]byte(out), v); err != nil {
-			t.Fatalf("%v: not JSON: %s", args, out)
-		}
-	}
+	run, jsonOut := stepsOSC(t, k)
 	var node map[string]any
 	jsonOut(&node, "node", "create", "--driver", "fake-hardware", "--name", "n1")
 	nodeID := node["uuid"].(string)
