@@ -96,8 +96,13 @@ func (w *objectWriter) portDoc(c echo.Context, base string, doc []byte, plan fie
 	if l.split(doc, slots) {
 		uuid, _ = plainJSONString(slots[l.pos["uuid"]])
 	}
+	if slots[l.pos["available_for_dynamic_portgroup"]] == nil {
+		// Stored before 1.111: decoding reads the field's absence as true.
+		uuid = ""
+	}
 	if uuid == "" {
-		// Not encoding/json's bytes of a port: take the decoding path.
+		// Not encoding/json's bytes of a port, or one that needs a default
+		// the bytes lack: take the decoding path.
 		p := new(proto.Port)
 		if err := json.Unmarshal(doc, p); err != nil {
 			return err
