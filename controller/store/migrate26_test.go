@@ -2,13 +2,8 @@ package store
 
 import (
 	"context"
-	"database/sql"
-	"io/fs"
 	"slices"
-	"strings"
 	"testing"
-	"testing/fstest"
-	"time"
 )
 
 // Nodes stored before migration 0026 keep shard, parent_node and
@@ -17,33 +12,7 @@ import (
 func TestMigration26FillsNodeColumns(t *testing.T) {
 	eachBackend(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
-		d, db := *sqliteDialect, (*sql.DB)(nil)
-		var err error
-		if path, ok := strings.CutPrefix(dsn, "sqlite://"); ok {
-			db, err = sql.Open("sqlite", path+"?_pragma=foreign_keys(1)")
-		} else {
-			d = *postgresDialect
-			db, err = sql.Open("pgx", dsn)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		before := fstest.MapFS{}
-		err = fs.WalkDir(d.migrations, ".", func(name string, e fs.DirEntry, err error) error {
-			if err != nil || e.IsDir() || name >= "0026_" {
-				return err
-			}
-			b, err := fs.ReadFile(d.migrations, name)
-			before[name] = &fstest.MapFile{Data: b}
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		d.migrations = before
-		if err := migrate(ctx, db, &d, time.Now()); err != nil {
-			t.Fatal(err)
-		}
+		d, db := migratedBefore(t, ctx, dsn, "0026_")
 		const parent, kid = "b0000000-0000-4000-8000-000000000001", "b0000000-0000-4000-8000-000000000002"
 		for _, n := range []struct{ uuid, doc string }{
 			{parent, `{"uuid":"` + parent + `","driver":"fake-hardware","shard":"s1"}`},

@@ -2,12 +2,7 @@ package store
 
 import (
 	"context"
-	"database/sql"
-	"io/fs"
-	"strings"
 	"testing"
-	"testing/fstest"
-	"time"
 )
 
 // Ports, port groups and nodes stored before migrations 0030 and 0031:
@@ -17,33 +12,7 @@ import (
 func TestMigrations30And31FillColumns(t *testing.T) {
 	eachBackend(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
-		d, db := *sqliteDialect, (*sql.DB)(nil)
-		var err error
-		if path, ok := strings.CutPrefix(dsn, "sqlite://"); ok {
-			db, err = sql.Open("sqlite", path+"?_pragma=foreign_keys(1)")
-		} else {
-			d = *postgresDialect
-			db, err = sql.Open("pgx", dsn)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		before := fstest.MapFS{}
-		err = fs.WalkDir(d.migrations, ".", func(name string, e fs.DirEntry, err error) error {
-			if err != nil || e.IsDir() || name >= "0030_" {
-				return err
-			}
-			b, err := fs.ReadFile(d.migrations, name)
-			before[name] = &fstest.MapFile{Data: b}
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		d.migrations = before
-		if err := migrate(ctx, db, &d, time.Now()); err != nil {
-			t.Fatal(err)
-		}
+		d, db := migratedBefore(t, ctx, dsn, "0030_")
 		const node, port, group = "c0000000-0000-4000-8000-000000000001", "c0000000-0000-4000-8000-000000000002", "c0000000-0000-4000-8000-000000000003"
 		for _, q := range []struct {
 			sql  string

@@ -4,11 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"io/fs"
 	"slices"
 	"strings"
 	"testing"
-	"testing/fstest"
 	"time"
 
 	"github.com/kilnhq/kiln/controller/flowstate"
@@ -141,33 +139,7 @@ func ptrTo[T any](v T) *T { return &v }
 func TestMigration33DerivesWork(t *testing.T) {
 	eachBackend(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
-		d, db := *sqliteDialect, (*sql.DB)(nil)
-		var err error
-		if path, ok := strings.CutPrefix(dsn, "sqlite://"); ok {
-			db, err = sql.Open("sqlite", path+"?_pragma=foreign_keys(1)")
-		} else {
-			d = *postgresDialect
-			db, err = sql.Open("pgx", dsn)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		before := fstest.MapFS{}
-		err = fs.WalkDir(d.migrations, ".", func(name string, e fs.DirEntry, err error) error {
-			if err != nil || e.IsDir() || name >= "0033_" {
-				return err
-			}
-			b, err := fs.ReadFile(d.migrations, name)
-			before[name] = &fstest.MapFile{Data: b}
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		d.migrations = before
-		if err := migrate(ctx, db, &d, time.Now()); err != nil {
-			t.Fatal(err)
-		}
+		d, db := migratedBefore(t, ctx, dsn, "0033_")
 		const busy, idle = "d0000000-0000-4000-8000-000000000001", "d0000000-0000-4000-8000-000000000002"
 		for _, n := range []struct{ uuid, state, doc string }{
 			{busy, "active", `{"uuid":"` + busy + `","driver":"fake-hardware","provision_state":"active","target_power_state":"power off"}`},
