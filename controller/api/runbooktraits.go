@@ -2,7 +2,6 @@ package api
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -135,31 +134,8 @@ func setRunbookTraits(c echo.Context, rb *resource[proto.Runbook], id string, fn
 }
 
 func (s *Server) replaceRunbookTraits(c echo.Context, rb *resource[proto.Runbook], id string) error {
-	body, err := io.ReadAll(c.Request().Body)
+	ts, err := readTraitsBody(c, msgRunbookTraitsPut)
 	if err != nil {
-		return bodyReadError(err)
-	}
-	if len(bytes.TrimSpace(body)) == 0 {
-		return badRequest(msgRunbookTraitsPut)
-	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(body, &obj); err != nil || obj == nil {
-		return badRequest("Invalid JSON in traits request body: expected an object with a list of traits")
-	}
-	for k := range obj {
-		if k != "traits" {
-			return badRequest("Schema error for body: Additional properties are not allowed ('%s' was unexpected)", k)
-		}
-	}
-	raw, ok := obj["traits"]
-	if !ok {
-		return badRequest(msgRunbookTraitsPut)
-	}
-	var ts []string
-	if err := json.Unmarshal(raw, &ts); err != nil {
-		return badRequest("Schema error for body: %s is not of type 'array' of strings", string(raw))
-	}
-	if err := checkTraits("body", ts); err != nil {
 		return err
 	}
 	if err := setRunbookTraits(c, rb, id, func([]string) []string { return ts }); err != nil {

@@ -94,31 +94,8 @@ func (s *Server) replaceTraits(c echo.Context) error {
 	if err := traitsGate(c); err != nil {
 		return err
 	}
-	body, err := io.ReadAll(c.Request().Body)
+	ts, err := readTraitsBody(c, msgTraitsPut)
 	if err != nil {
-		return bodyReadError(err)
-	}
-	if len(bytes.TrimSpace(body)) == 0 {
-		return badRequest(msgTraitsPut)
-	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(body, &obj); err != nil || obj == nil {
-		return badRequest("Invalid JSON in traits request body: expected an object with a list of traits")
-	}
-	for k := range obj {
-		if k != "traits" {
-			return badRequest("Schema error for body: Additional properties are not allowed ('%s' was unexpected)", k)
-		}
-	}
-	raw, ok := obj["traits"]
-	if !ok {
-		return badRequest(msgTraitsPut)
-	}
-	var ts []string
-	if err := json.Unmarshal(raw, &ts); err != nil {
-		return badRequest("Schema error for body: %s is not of type 'array' of strings", string(raw))
-	}
-	if err := checkTraits("body", ts); err != nil {
 		return err
 	}
 	if _, err := s.setTraits(c, func(*proto.Node) ([]string, error) { return ts, nil }); err != nil {
@@ -175,4 +152,38 @@ func (s *Server) removeTrait(c echo.Context) error {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
+}
+
+// readTraitsBody reads a PUT …/traits body, {"traits": [...]}, as Ironic
+// checks it for nodes and runbooks alike; missing names the resource's
+// message for an empty body or one without "traits".
+func readTraitsBody(c echo.Context, missing string) ([]string, error) {
+	body, err := io.ReadAll(c.Request().Body)
+	if err != nil {
+		return nil, bodyReadError(err)
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil, badRequest("%s", missing)
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(body, &obj); err != nil || obj == nil {
+		return nil, badRequest("Invalid JSON in traits request body: expected an object with a list of traits")
+	}
+	for k := range obj {
+		if k != "traits" {
+			return nil, badRequest("Schema error for body: Additional properties are not allowed ('%s' was unexpected)", k)
+		}
+	}
+	raw, ok := obj["traits"]
+	if !ok {
+		return nil, badRequest("%s", missing)
+	}
+	var ts []string
+	if err := json.Unmarshal(raw, &ts); err != nil {
+		return nil, badRequest("Schema error for body: %s is not of type 'array' of strings", string(raw))
+	}
+	if err := checkTraits("body", ts); err != nil {
+		return nil, err
+	}
+	return ts, nil
 }
