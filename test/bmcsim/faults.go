@@ -12,12 +12,15 @@ type Faults struct {
 	// Latency delays every request before it is handled.
 	Latency time.Duration
 	// ErrorRate is the fraction (0..1) of requests answered with ErrorStatus
-	// and a Redfish GeneralError body instead of being handled.
+	// and a Redfish GeneralError body instead of being handled. Failures are
+	// spread evenly over the request sequence, not drawn at random, so a
+	// client that retries enough always gets through and a test never
+	// depends on luck (see spread).
 	ErrorRate float64
 	// ErrorStatus is the status for ErrorRate answers (default 500).
 	ErrorStatus int
 	// DropRate is the fraction (0..1) of requests whose connection is closed
-	// without any response.
+	// without any response, spread evenly like ErrorRate.
 	DropRate float64
 	// SessionLimit caps concurrent sessions (0 = unlimited); creating one
 	// more fails the way the personality's BMC fails.
@@ -131,4 +134,18 @@ func (f Faults) Validate() error {
 		}
 	}
 	return nil
+}
+
+// spread reports whether the n-th event (n ≥ 1) of a sequence is one of the
+// rate-fraction chosen: the n-th is chosen when ⌊n·rate⌋ grows. Exactly
+// rate of any long run is chosen, and a run of chosen events is never longer
+// than ⌈rate/(1−rate)⌉, so a bounded retry loop always gets through.
+func spread(n uint64, rate float64) bool {
+	if rate <= 0 {
+		return false
+	}
+	if rate >= 1 {
+		return true
+	}
+	return uint64(float64(n)*rate) > uint64(float64(n-1)*rate)
 }

@@ -212,3 +212,35 @@ func TestAdminAPI(t *testing.T) {
 		t.Errorf("expire: %d", st)
 	}
 }
+
+func TestSpread(t *testing.T) {
+	for _, tc := range []struct {
+		rate       float64
+		n          uint64
+		wantChosen uint64
+		maxRun     int
+	}{
+		{0, 1000, 0, 0},
+		{1, 1000, 1000, 1000},
+		{0.4, 1000, 400, 1},
+		{0.3, 1000, 300, 1},
+		{0.5, 1000, 500, 1},
+		{0.75, 1000, 750, 3},
+		{0.05, 1000, 50, 1},
+	} {
+		var chosen uint64
+		run, longest := 0, 0
+		for i := uint64(1); i <= tc.n; i++ {
+			if spread(i, tc.rate) {
+				chosen++
+				run++
+				longest = max(longest, run)
+			} else {
+				run = 0
+			}
+		}
+		if chosen != tc.wantChosen || longest != tc.maxRun {
+			t.Errorf("rate %v over %d: chose %d (want %d), longest run %d (want %d)", tc.rate, tc.n, chosen, tc.wantChosen, longest, tc.maxRun)
+		}
+	}
+}

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -78,6 +77,8 @@ type Service struct {
 	uuid       string
 
 	faults        atomic.Pointer[Faults]
+	errorSeq      atomic.Uint64 // requests seen by ErrorRate since SetFaults
+	dropSeq       atomic.Uint64 // requests seen by DropRate since SetFaults
 	requests      atomic.Uint64
 	managerResets atomic.Uint64
 	bmcDownUntil  atomic.Int64 // Clock UnixNano until which a manager reset keeps the BMC unreachable
@@ -185,6 +186,8 @@ func (s *Service) SetFaults(f Faults) error {
 	if err := f.Validate(); err != nil {
 		return fmt.Errorf("set faults: %w", err)
 	}
+	s.errorSeq.Store(0)
+	s.dropSeq.Store(0)
 	s.faults.Store(&f)
 	return nil
 }
@@ -239,7 +242,7 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	rebooting := s.clock.Now().UnixNano() < s.bmcDownUntil.Load()
-	if rebooting || (f.DropRate > 0 && rand.Float64() < f.DropRate) {
+	if rebooting || (f.DropRate > 0 && spread(s.dropSeq.Add(1), f.DropRate)) {
 		if hj, ok := w.(http.Hijacker); ok {
 			if conn, _, err := hj.Hijack(); err == nil {
 				_ = conn.Close()
@@ -248,7 +251,7 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		panic(http.ErrAbortHandler) // not hijackable (HTTP/2): abort the stream
 	}
-	if f.ErrorRate > 0 && rand.Float64() < f.ErrorRate {
+	if f.ErrorRate > 0 && spread(s.errorSeq.Add(1), f.ErrorRate) {
 		status := f.ErrorStatus
 		if status == 0 {
 			status = http.StatusInternalServerError
