@@ -24,8 +24,17 @@ import (
 // net: a flow needs a handful (a request, then each answer it waits on).
 const maxDecisions = 64
 
-// act decides what the node needs now and does it, until nothing is left.
+// act decides what the node needs now and does it, until nothing is left;
+// the changes it decided are all stored when it returns (commit.go).
 func (f *flow) act(ctx context.Context) error {
+	err := f.decideAndDo(ctx)
+	if cerr := f.finish(ctx); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (f *flow) decideAndDo(ctx context.Context) error {
 	ifs, err := driver.Resolve(f.n)
 	if err != nil {
 		_, err := f.perform(ctx, decide.Step(f.input(ctx, flowstate.State{}), decide.DriverUnavailable{Err: err}))
@@ -71,6 +80,13 @@ type fatal struct{ error }
 // answered with, or ActionFailed for the first action that failed.
 func (f *flow) perform(ctx context.Context, acts []decide.Action) (decide.Event, error) {
 	for _, a := range acts {
+		if !deferrable(a) {
+			// What the node looks like is stored before anything the
+			// world can see is done.
+			if err := f.commit(ctx); err != nil {
+				return nil, fatal{err}
+			}
+		}
 		ev, err := f.do(ctx, a)
 		if err == nil {
 			if ev != nil {
@@ -225,22 +241,18 @@ func (f *flow) do(ctx context.Context, a decide.Action) (decide.Event, error) {
 	return nil, nil
 }
 
-// apply commits one decided change of the node.
-func (f *flow) apply(ctx context.Context, u decide.Update) error {
+// apply makes one decided change of the node, on the pass's copy at once
+// and in the store with the next commit.
+func (f *flow) apply(_ context.Context, u decide.Update) error {
 	from := f.n.ProvisionState
-	var moveErr error
-	n, err := f.c.st.UpdateNode(ctx, f.n.UUID, func(n *proto.Node) error {
-		moveErr = decide.Apply(n, u, time.Now())
-		if moveErr != nil && !u.Force {
-			return moveErr
-		}
-		guardSecrets(n)
-		return nil
-	})
-	if err != nil {
+	now := time.Now()
+	// Apply leaves the node untouched when it refuses the move.
+	if err := decide.Apply(f.n, u, now); err != nil && !u.Force {
 		return fatal{fmt.Errorf("update node %s: %w", f.n.UUID, err)}
 	}
-	f.n = n
+	guardSecrets(f.n)
+	f.pending = append(f.pending, pendingUpdate{u: u, at: now})
+	n := f.n
 	if u.Move == state.EvFail {
 		msg := ""
 		if n.LastError != nil {

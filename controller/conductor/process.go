@@ -35,11 +35,19 @@ func (c *Conductor) process(ctx context.Context, uuid string) {
 		}
 		return
 	}
-	defer c.releaseAndRequeue(ctx, uuid)
+	f := &flow{c: c, n: n}
+	defer func() {
+		if !f.released {
+			c.releaseAndRequeue(ctx, uuid)
+		} else if f.n.Reservation == nil && hasWork(f.n) && ctx.Err() == nil {
+			// As releaseAndRequeue does, from the node as released.
+			c.requeue(f.n)
+		}
+	}()
 	if !c.ownsNode(n) {
 		return
 	}
-	f := &flow{c: c, n: n}
+	f.release = true
 	if n.Conductor == nil || *n.Conductor != c.cfg.Name {
 		// The node's conductor field names who manages it now.
 		if err := f.update(ctx, func(n *proto.Node) { name := c.cfg.Name; n.Conductor = &name }); err != nil {
@@ -57,11 +65,20 @@ type flow struct {
 	c   *Conductor
 	n   *proto.Node
 	ifs driver.Set
+
+	// pending are decided changes already made to n, not yet stored
+	// (commit.go); release says the commit that ends the pass also gives
+	// back the reservation, and released that it did.
+	pending           []pendingUpdate
+	release, released bool
 }
 
 // update applies fn to the stored node (read-modify-write, so fields the API
 // changed meanwhile, such as a heartbeat, survive) and keeps the result.
 func (f *flow) update(ctx context.Context, fn func(n *proto.Node)) error {
+	if err := f.commit(ctx); err != nil {
+		return err
+	}
 	n, err := f.c.st.UpdateNode(ctx, f.n.UUID, func(n *proto.Node) error {
 		if n.DriverInternalInfo == nil {
 			n.DriverInternalInfo = proto.Dict{}

@@ -3,6 +3,7 @@ package decide
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/kilnhq/kiln/controller/flowstate"
 	"github.com/kilnhq/kiln/proto"
@@ -193,4 +194,32 @@ func TestManualCleaningRunsTheDriversOwnStepsOutOfBand(t *testing.T) {
 	}
 	got, _ = after(t, in, Step(in, failedAt[DriverStep](t, acts, "controller busy")))
 	wantState(t, got, proto.StateCleanFailed, "Clean step raid.create_configuration failed on node "+nodeID+": controller busy")
+}
+
+// The executor may store a heartbeat's "taken" note after it has read the
+// agent's commands, so the note clears only the heartbeat acted on: one
+// the API recorded meanwhile stays pending and wakes the conductor again.
+func TestTakingAHeartbeatKeepsANewerOne(t *testing.T) {
+	step := proto.StepCall{Step: proto.Step{Step: "erase_devices_metadata", Interface: "deploy", Priority: 99}}
+	for _, tc := range []struct {
+		name    string
+		stored  time.Time // HeartbeatPending when the change is stored
+		pending time.Time // want after
+	}{
+		{"the heartbeat acted on", t0, time.Time{}},
+		{"a newer heartbeat", t0.Add(time.Second), t0.Add(time.Second)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := node(proto.StateCleanWait, proto.StateAvailable)
+			s := withAgent(flowstate.State{HeartbeatPending: t0, Steps: []proto.StepCall{step}, StepSent: true})
+			in := input(t, n, s, "direct")
+			acts := Step(in, Classify(in))
+			want(t, acts, "agent commands")
+			stored := in
+			stored.State.HeartbeatPending = tc.stored
+			if _, fs := after(t, stored, acts); !fs.HeartbeatPending.Equal(tc.pending) {
+				t.Errorf("pending heartbeat %v, want %v", fs.HeartbeatPending, tc.pending)
+			}
+		})
+	}
 }

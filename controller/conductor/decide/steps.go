@@ -25,7 +25,14 @@ var workState = map[proto.StepKind]proto.ProvisionState{
 // for its steps (first heartbeat) or for the status of the running step;
 // in rescue wait it finishes the rescue; in inspect wait it only notes it.
 func heartbeat(in Input, at time.Time) []Action {
-	clear := Update{Flow: func(s *flowstate.State) { s.HeartbeatPending = time.Time{} }}
+	// Only the heartbeat acted on is cleared: the executor may store this
+	// change after reading the agent's commands (flows.go), and a newer
+	// heartbeat recorded meanwhile must still wake the conductor.
+	clear := Update{Flow: func(s *flowstate.State) {
+		if s.HeartbeatPending.Equal(at) {
+			s.HeartbeatPending = time.Time{}
+		}
+	}}
 	if in.Node.ProvisionState == proto.StateRescueWait {
 		return finishRescue(in)
 	}

@@ -1,0 +1,110 @@
+package conductor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/kilnhq/kiln/controller/conductor/decide"
+	"github.com/kilnhq/kiln/controller/flowstate"
+	"github.com/kilnhq/kiln/proto"
+)
+
+// A pass over a node used to commit each decided change on its own: an
+// agent step took four node writes (the heartbeat noted, the step
+// advanced, the next one sent, the reservation released) besides the
+// reservation, and the single SQLite writer was what a fleet's provide and
+// deploy phases queued on. The executor now keeps decided changes on its
+// copy of the node and stores them together, in one read-modify-write,
+// before the next action the world can see (a BMC or agent call that
+// changes something, a port created, a timer handed to the API) and at the
+// end of the pass, where the same write gives back the reservation.
+//
+// Deferring a change across a read-only action (the agent's command list,
+// its steps, a power-state read) is what a crash during that action does
+// anyway: nothing outside has changed, and the next pass decides again
+// from the stored node.
+
+// pendingUpdate is a decided change not yet stored, with the time it was
+// made (a state change's provision_updated_at).
+type pendingUpdate struct {
+	u  decide.Update
+	at time.Time
+}
+
+// deferrable reports whether a may run before the changes decided so far
+// are stored: it changes nothing outside this pass, or only the node's
+// history, whose order against the node's writes nobody reads.
+func deferrable(a decide.Action) bool {
+	switch a.(type) {
+	case decide.Update, decide.History, decide.Wake, decide.BuildImageArgs,
+		decide.AgentCommands, decide.AgentGetSteps, decide.ReadPower, decide.ReadInventory:
+		return true
+	}
+	return false
+}
+
+// errNotHeld ends a commit that was to release a reservation this
+// conductor no longer holds (another took the node: nothing is written).
+var errNotHeld = errors.New("the reservation is no longer this conductor's")
+
+// commit stores the pending changes in one write. When the pass is over
+// (f.release, from act) the same write releases the node's reservation, and
+// f.n is the node as released, for the requeue check.
+func (f *flow) commit(ctx context.Context) error {
+	return f.store(ctx, false)
+}
+
+// finish is commit at the end of a pass.
+func (f *flow) finish(ctx context.Context) error {
+	return f.store(ctx, f.release)
+}
+
+func (f *flow) store(ctx context.Context, release bool) error {
+	if len(f.pending) == 0 {
+		return nil
+	}
+	pending := f.pending
+	f.pending = nil
+	if ctx.Err() != nil {
+		// Stopping: the decided changes still reach the store, as
+		// each did at once before; the next pass starts from them.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+	}
+	me := f.c.cfg.Name
+	n, err := f.c.st.UpdateNode(ctx, f.n.UUID, func(n *proto.Node) error {
+		for _, p := range pending {
+			if err := decide.Apply(n, p.u, p.at); err != nil && !p.u.Force {
+				return err
+			}
+		}
+		guardSecrets(n)
+		if release {
+			if n.Reservation == nil || *n.Reservation != me {
+				return errNotHeld
+			}
+			n.Reservation = nil
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("update node %s: %w", f.n.UUID, err)
+	}
+	f.n = n
+	f.released = release
+	return nil
+}
+
+// requeue queues a node released with work left, as releaseAndRequeue
+// does: a heartbeat that came while the node was held (its agent finished
+// a command at once) keeps its place ahead.
+func (c *Conductor) requeue(n *proto.Node) {
+	if fs, _ := flowstate.Read(n, flowstate.PartWork); !fs.HeartbeatPending.IsZero() {
+		c.NotifyAgent(n.UUID)
+	} else {
+		c.Notify(n.UUID)
+	}
+}
