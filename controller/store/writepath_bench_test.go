@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -84,4 +85,29 @@ func BenchmarkReserveRelease(b *testing.B) {
 		}
 		i++
 	}
+}
+
+// BenchmarkUpdateNodeParallel is the conductor's workers updating
+// different nodes at once: what one update holds the single writer for
+// bounds the throughput.
+func BenchmarkUpdateNodeParallel(b *testing.B) {
+	s, uuids := writePathStore(b)
+	ctx := context.Background()
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.SetParallelism(16)
+	defer reportCPU(b, cpuTime())
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := next.Add(1)
+			if _, err := s.UpdateNode(ctx, uuids[i%int64(len(uuids))], func(n *proto.Node) error {
+				n.DriverInternalInfo["clean_step_index"] = i
+				return nil
+			}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }

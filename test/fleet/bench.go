@@ -71,6 +71,10 @@ type Phase struct {
 	Errors []string
 	// Latency is heartbeat-to-next-command during the phase.
 	Latency Summary
+	// CPU is the CPU time the controllers used during the phase (those
+	// alive at its end): on a shared machine, where the wall time
+	// mostly measures the load, what the phase cost them.
+	CPU time.Duration
 }
 
 // Result is what a run measured.
@@ -324,7 +328,7 @@ func (r *benchRun) parallel(n int, f func(i int) error) (ok []int, errs []error)
 func (r *benchRun) enroll(ctx context.Context) ([]string, Phase) {
 	r.fleet.Latencies().SetPhase("enroll")
 	r.log("enroll: %d nodes", r.cfg.N)
-	start := time.Now()
+	start, cpu0 := time.Now(), r.cpu()
 	uuids := make([]string, r.cfg.N)
 	ok, errs := r.parallel(r.cfg.N, func(i int) error {
 		m := r.fleet.Machine(i)
@@ -344,7 +348,7 @@ func (r *benchRun) enroll(ctx context.Context) ([]string, Phase) {
 		uuids[i] = uuid
 		return nil
 	})
-	ph := Phase{Name: "enroll", Target: "enroll", Wall: time.Since(start), Reached: len(ok), Failed: len(errs)}
+	ph := Phase{Name: "enroll", Target: "enroll", Wall: time.Since(start), Reached: len(ok), Failed: len(errs), CPU: r.cpu() - cpu0}
 	for _, e := range errs[:min(len(errs), 3)] {
 		ph.Errors = append(ph.Errors, e.Error())
 	}
@@ -370,7 +374,7 @@ func (r *benchRun) setImage(uuid string) error {
 func (r *benchRun) phase(ctx context.Context, name, verb, target string, uuids []string, prep func(string) error, res *Result) ([]string, Phase) {
 	r.fleet.Latencies().SetPhase(name)
 	r.log("%s: %d nodes → %s", name, len(uuids), target)
-	start := time.Now()
+	start, cpu0 := time.Now(), r.cpu()
 	ph := Phase{Name: name, Target: target}
 	asked, errs := r.parallel(len(uuids), func(i int) error {
 		if prep != nil {
@@ -474,10 +478,20 @@ func (r *benchRun) phase(ctx context.Context, name, verb, target string, uuids [
 		}
 	}
 	ph.Wall = time.Since(start)
+	ph.CPU = max(r.cpu()-cpu0, 0) // a controller killed during the phase takes its share along
 	ph.Reached = len(reached)
 	ph.Latency = r.fleet.Latencies().Phase(name)
 	r.log("%s: %d %s, %d failed, %d stuck, %d lost in %s", name, ph.Reached, target, ph.Failed, ph.Stuck, ph.Lost, ph.Wall.Round(time.Millisecond))
 	return reached, ph
+}
+
+// cpu is the CPU time the running controllers have used so far.
+func (r *benchRun) cpu() time.Duration {
+	var t time.Duration
+	for _, c := range r.ctls {
+		t += c.cpu()
+	}
+	return t
 }
 
 // listNodes pages through every node with the fields the phases watch.
@@ -530,10 +544,10 @@ func (r *benchRun) dbSize(db string) (total, wal int64, err error) {
 // Print writes the result as the table `make bench-fleet` shows.
 func (res *Result) Print(w io.Writer) {
 	fmt.Fprintf(w, "fleet: %d machines, %d controller(s), %s\n", res.N, res.Controllers, res.Database)
-	fmt.Fprintf(w, "%-8s %10s %8s %7s %6s %5s %10s %10s %8s\n", "phase", "wall", "reached", "failed", "stuck", "lost", "hb→cmd p50", "p99", "samples")
+	fmt.Fprintf(w, "%-8s %10s %8s %7s %6s %5s %10s %10s %8s %9s\n", "phase", "wall", "reached", "failed", "stuck", "lost", "hb→cmd p50", "p99", "samples", "kiln CPU")
 	for _, p := range res.Phases {
-		fmt.Fprintf(w, "%-8s %10s %8d %7d %6d %5d %10s %10s %8d\n", p.Name, p.Wall.Round(time.Millisecond), p.Reached, p.Failed, p.Stuck, p.Lost,
-			ms(p.Latency.P50), ms(p.Latency.P99), p.Latency.Count)
+		fmt.Fprintf(w, "%-8s %10s %8d %7d %6d %5d %10s %10s %8d %9s\n", p.Name, p.Wall.Round(time.Millisecond), p.Reached, p.Failed, p.Stuck, p.Lost,
+			ms(p.Latency.P50), ms(p.Latency.P99), p.Latency.Count, p.CPU.Round(10*time.Millisecond))
 	}
 	if res.Interrupted {
 		fmt.Fprintf(w, "interrupted %s after the start, during %s (its line is partial)\n", res.Total.Round(time.Millisecond), res.Phases[len(res.Phases)-1].Name)

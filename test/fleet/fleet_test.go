@@ -117,6 +117,11 @@ func checkRun(t *testing.T, res *Result, n int) {
 	if res.DBBytes <= 0 {
 		t.Errorf("database size %d", res.DBBytes)
 	}
+	// Deploying keeps the controller busy for some scheduler ticks
+	// (CPU time is counted in 10 ms units).
+	if p := res.Phases[slicesIndex(want, "deploy")]; p.CPU <= 0 {
+		t.Errorf("deploy: controller CPU %v", p.CPU)
+	}
 	for name, rss := range res.PeakRSS {
 		if rss <= 1<<20 {
 			t.Errorf("peak RSS of %s: %d bytes", name, rss)

@@ -82,6 +82,43 @@ func (c *controller) alive() bool {
 	}
 }
 
+// cpu is the CPU time (user and system) the process has used so far; zero
+// once it is gone.
+func (c *controller) cpu() time.Duration {
+	if !c.alive() {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	return statCPU(string(b))
+}
+
+// clockTicks is USER_HZ, the unit of /proc/<pid>/stat's times (100 on
+// every Linux architecture Go builds for).
+const clockTicks = 100
+
+// statCPU is utime + stime from a /proc/<pid>/stat line: fields 14 and 15,
+// counted after the command name, which is in parentheses and may hold
+// spaces.
+func statCPU(stat string) time.Duration {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(stat[i+1:]) // f[0] is field 3, the state
+	if len(f) < 13 {
+		return 0
+	}
+	u, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return time.Duration(u+st) * time.Second / clockTicks
+}
+
 // peakRSS reads the process's peak resident set (VmHWM) while it runs.
 func (c *controller) peakRSS() int64 {
 	if c.alive() {
