@@ -36,6 +36,10 @@ type Config struct {
 	Workers           int           // nodes acted on at once [32]
 	HeartbeatInterval time.Duration // conductor liveness heartbeat [5s]
 	ScanInterval      time.Duration // how often owned nodes are checked for work [1s]
+	// AgentWorkers act only on nodes whose agent heartbeated, besides
+	// Workers (which take those first too) [8]: an agent's turn-around
+	// does not wait for a worker busy with a BMC or a bulk operation.
+	AgentWorkers int
 	// CallbackTimeout bounds how long a node waits for its agent in
 	// wait call-back, clean wait and inspect wait [30m].
 	CallbackTimeout time.Duration
@@ -63,6 +67,9 @@ type Config struct {
 func (c *Config) defaults() {
 	if c.Workers <= 0 {
 		c.Workers = 32
+	}
+	if c.AgentWorkers <= 0 {
+		c.AgentWorkers = 8
 	}
 	if c.HeartbeatInterval <= 0 {
 		c.HeartbeatInterval = 5 * time.Second
@@ -151,11 +158,15 @@ func (c *Conductor) Run(ctx context.Context) error {
 	c.recover(ctx)
 
 	var wg sync.WaitGroup
-	for range c.cfg.Workers {
+	for i := range c.cfg.Workers + c.cfg.AgentWorkers {
+		next := c.next
+		if i >= c.cfg.Workers {
+			next = c.nextAgent
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c.worker(ctx)
+			c.worker(ctx, next)
 		}()
 	}
 	// Liveness, peers, the scan and power sync each have a goroutine, so

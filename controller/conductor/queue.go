@@ -95,9 +95,30 @@ func (c *Conductor) next(ctx context.Context) (string, bool) {
 	}
 }
 
-func (c *Conductor) worker(ctx context.Context) {
+// nextAgent is next for the agent lane alone.
+func (c *Conductor) nextAgent(ctx context.Context) (string, bool) {
 	for {
-		uuid, ok := c.next(ctx)
+		var uuid string
+		select {
+		case <-ctx.Done():
+			return "", false
+		case uuid = <-c.agents:
+		}
+		c.mu.Lock()
+		if c.queued[uuid] != laneAgent {
+			c.mu.Unlock()
+			continue // stale (see next)
+		}
+		delete(c.queued, uuid)
+		c.mu.Unlock()
+		return uuid, true
+	}
+}
+
+// worker acts on the nodes next gives it.
+func (c *Conductor) worker(ctx context.Context, next func(context.Context) (string, bool)) {
+	for {
+		uuid, ok := next(ctx)
 		if !ok {
 			return
 		}
