@@ -499,12 +499,21 @@ func (s *sqlStore) Reserve(ctx context.Context, ident, conductor string) (*proto
 	if conductor == "" {
 		return nil, errors.New("reserve node: no conductor named")
 	}
-	var out *proto.Node
+	// The document is decoded after the commit: the single writer is
+	// held for the two statements only.
+	var doc []byte
 	get, reserve := s.preparedWrite(ctx, s.nodeByIdent(true)), s.preparedWrite(ctx, reserveQuery)
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		id, n, err := s.getNodeTx(ctx, tx, get, ident)
+		var (
+			id  int64
+			res sql.NullString
+		)
+		err := s.txQueryRow(ctx, tx, get, s.nodeByIdent(true), ident, ident, ident).Scan(&id, &doc, &res)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("node %s: %w", ident, ErrNotFound)
+		}
 		if err != nil {
-			return err
+			return fmt.Errorf("get node %s: %w", ident, err)
 		}
 		r, err := s.txExec(ctx, tx, reserve, reserveQuery, conductor, id, s.aliveCutoff())
 		if err != nil {
@@ -514,16 +523,21 @@ func (s *sqlStore) Reserve(ctx context.Context, ident, conductor string) (*proto
 			return fmt.Errorf("reserve node %s: %w", ident, err)
 		} else if k == 0 {
 			holder := "?"
-			if n.Reservation != nil {
-				holder = *n.Reservation
+			if res.Valid {
+				holder = res.String
 			}
 			return &LockedError{Node: ident, Holder: holder}
 		}
-		n.Reservation = &conductor
-		out = n
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	n, err := decodeNode(doc, &conductor)
+	if err != nil {
+		return nil, fmt.Errorf("get node %s: %w", ident, err)
+	}
+	return n, nil
 }
 
 // reserveQuery and releaseQuery take and give back a node's reservation.
