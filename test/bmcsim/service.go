@@ -664,7 +664,7 @@ func (s *Service) routeManagers(w http.ResponseWriter, r *http.Request, seg []st
 			m["Name"] = "Manager"
 			m["ManagerType"] = "BMC"
 			m["Manufacturer"] = s.p.Vendor
-			m["Model"] = s.p.Product
+			m["Model"] = s.p.managerModel()
 			s.fwMu.Lock()
 			m["FirmwareVersion"] = s.bmcVersion
 			s.fwMu.Unlock()

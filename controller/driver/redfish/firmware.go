@@ -23,9 +23,11 @@ type Firmware struct{ Pool *Pool }
 const DefaultBMCRebootWait = 10 * time.Minute
 
 type inventoryItem struct {
-	ID      string `json:"Id"`
-	ODataID string `json:"@odata.id"`
-	Version string `json:"Version"`
+	ID           string    `json:"Id"`
+	ODataID      string    `json:"@odata.id"`
+	Version      string    `json:"Version"`
+	Manufacturer string    `json:"Manufacturer"`
+	RelatedItem  []odataID `json:"RelatedItem"`
 }
 
 // componentName is Ironic's name for an inventory member: bios and bmc
@@ -64,7 +66,10 @@ func (s *session) inventory(ctx context.Context) ([]inventoryItem, error) {
 	return out, nil
 }
 
-// Components reads the firmware inventory.
+// Components reads the firmware inventory. Vendor, model and serial
+// number come from where Ironic's redfish firmware interface takes them:
+// none for the BIOS, the Manager's Model for the BMC; other members carry
+// their SoftwareInventory Manufacturer.
 func (f *Firmware) Components(ctx context.Context, n *proto.Node) ([]driver.FirmwareVersion, error) {
 	s, err := f.Pool.open(ctx, n)
 	if err != nil {
@@ -75,10 +80,56 @@ func (f *Firmware) Components(ctx context.Context, n *proto.Node) ([]driver.Firm
 		return nil, err
 	}
 	var out []driver.FirmwareVersion
+	bmcModel, readModel := "", false
 	for _, it := range inv {
-		out = append(out, driver.FirmwareVersion{Component: componentName(it.ID), Version: it.Version})
+		v := driver.FirmwareVersion{Component: componentName(it.ID), Version: it.Version}
+		switch v.Component {
+		case "bios":
+		case "bmc":
+			if !readModel {
+				if bmcModel, err = s.managerModel(ctx, it.RelatedItem); err != nil {
+					return nil, err
+				}
+				readModel = true
+			}
+			v.Model = bmcModel
+		default:
+			v.Vendor = it.Manufacturer
+		}
+		out = append(out, v)
 	}
 	return out, nil
+}
+
+// managerModel is the Model of the BMC's manager: the Manager among the
+// inventory member's related items, else the first of /Managers.
+func (s *session) managerModel(ctx context.Context, related []odataID) (string, error) {
+	path := ""
+	for _, r := range related {
+		if strings.Contains(r.ID, "/Managers/") {
+			path = r.ID
+			break
+		}
+	}
+	if path == "" {
+		var coll struct {
+			Members []odataID `json:"Members"`
+		}
+		if _, err := s.getJSON(ctx, "/redfish/v1/Managers", &coll); err != nil {
+			return "", s.fail("list managers", err)
+		}
+		if len(coll.Members) == 0 {
+			return "", nil
+		}
+		path = coll.Members[0].ID
+	}
+	var mgr struct {
+		Model string `json:"Model"`
+	}
+	if _, err := s.getJSON(ctx, path, &mgr); err != nil {
+		return "", s.fail("read manager "+path, err)
+	}
+	return mgr.Model, nil
 }
 
 // Update flashes each component in turn.
