@@ -122,7 +122,8 @@ func TestFirmwareStepArgs(t *testing.T) {
 
 // TestFirmwareIdentityEveryPersonality reads vendor, model and serial
 // number from where Ironic's redfish firmware interface takes them: none
-// for the BIOS, the Manager's Model for the BMC.
+// for the BIOS, the Manager's Model for the BMC, the chassis'
+// NetworkAdapter for a NIC component named by its serial number.
 func TestFirmwareIdentityEveryPersonality(t *testing.T) {
 	for _, name := range bmcsim.PersonalityNames() {
 		t.Run(name, func(t *testing.T) {
@@ -149,6 +150,17 @@ func TestFirmwareIdentityEveryPersonality(t *testing.T) {
 			}
 			if b, ok := got["bmc"]; !ok || b.Model != wantModel || b.Vendor != "" || b.SerialNumber != "" {
 				t.Errorf("bmc %+v, want model %q and no vendor or serial number", b, wantModel)
+			}
+			ad := bmcsim.NetworkAdapter
+			svc := lab.BMCs[0].Service
+			serial := bmcsim.NICSerial(svc.Backend(svc.SystemIDs()[0]).Inventory())
+			want := driver.FirmwareVersion{Component: "NIC:" + serial, Version: ad.FirmwarePackageVersion,
+				Vendor: ad.Manufacturer, Model: ad.Model, SerialNumber: serial}
+			if got[want.Component] != want {
+				t.Errorf("NIC %+v, want %+v (components %v)", got[want.Component], want, got)
+			}
+			if len(got) != 3 {
+				t.Errorf("%d components, want bios, bmc and the NIC: %v", len(got), got)
 			}
 		})
 	}
