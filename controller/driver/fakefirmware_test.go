@@ -2,11 +2,15 @@ package driver
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/kilnhq/kiln/proto"
 )
+
+var fakeFirmwareRuns atomic.Int64
 
 // TestFakeFirmware: fake-hardware's firmware interface reports its three
 // components with vendor, model and serial number, installs the version an
@@ -14,7 +18,10 @@ import (
 // whole, and fails with fake_firmware_error.
 func TestFakeFirmware(t *testing.T) {
 	ctx := context.Background()
-	n := &proto.Node{UUID: "0b9c2b7e-8d3a-4c1f-9a55-5d2c7c1e0f01", Driver: FakeHardware, FirmwareInterface: "fake"}
+	// The fake keeps each node's firmware for the life of the process: a
+	// node of its own per run, so -count runs start alike.
+	run := fakeFirmwareRuns.Add(1)
+	n := &proto.Node{UUID: fmt.Sprintf("0b9c2b7e-8d3a-4c1f-9a55-%012d", run), Driver: FakeHardware, FirmwareInterface: "fake"}
 	fw, err := ResolveFirmware(n)
 	if err != nil {
 		t.Fatal(err)
