@@ -31,12 +31,17 @@ var BIOSRegistryFields = []string{
 
 // FirmwareComponent is one firmware component of a node (GET
 // /v1/nodes/{id}/firmware, microversion 1.86): what it runs now, what it
-// ran first, and the last version an update asked for.
+// ran first, and the last version an update asked for; from 1.114 also
+// who made the hardware it runs on, as the BMC reports it (null where it
+// reports nothing).
 type FirmwareComponent struct {
 	Component          string  `json:"component"`
 	InitialVersion     string  `json:"initial_version"`
 	CurrentVersion     *string `json:"current_version"`
 	LastVersionFlashed *string `json:"last_version_flashed"`
+	Vendor             *string `json:"vendor"`
+	Model              *string `json:"model"`
+	SerialNumber       *string `json:"serial_number"`
 	CreatedAt          *Time   `json:"created_at"`
 	UpdatedAt          *Time   `json:"updated_at"`
 }

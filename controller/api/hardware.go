@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -20,6 +21,21 @@ const (
 	minorBIOS         = 40
 	minorBIOSRegistry = 74
 	minorFirmware     = 86
+	minorFirmwareID   = 114
+)
+
+// firmwareFields are the fields of a firmware component a request may
+// name (?fields), and firmwareIdentity those that appeared at 1.114.
+var (
+	firmwareFields   = []string{"component", "initial_version", "current_version", "last_version_flashed"}
+	firmwareIdentity = []string{"vendor", "model", "serial_number"}
+	firmwareKnown    = func() map[string]bool {
+		m := map[string]bool{"created_at": true, "updated_at": true}
+		for _, f := range slices.Concat(firmwareFields, firmwareIdentity) {
+			m[f] = true
+		}
+		return m
+	}()
 )
 
 // biosFieldNames are the fields ?fields may name on a BIOS list.
@@ -131,6 +147,10 @@ func (s *Server) listFirmware(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	fields, err := firmwareReturnFields(c)
+	if err != nil {
+		return err
+	}
 	if s.hardwareErr != nil {
 		return &Error{Code: http.StatusServiceUnavailable, Msg: s.hardwareErr.Error()}
 	}
@@ -138,5 +158,56 @@ func (s *Server) listFirmware(c echo.Context) error {
 	if err != nil {
 		return s.storeError(err, "Node", c.Param("node"))
 	}
-	return c.JSON(http.StatusOK, map[string]any{"firmware": comps})
+	out := make([]map[string]any, 0, len(comps))
+	for _, fc := range comps {
+		doc, err := toDoc(fc)
+		if err != nil {
+			return err
+		}
+		v := map[string]any{"created_at": doc["created_at"], "updated_at": doc["updated_at"]}
+		for _, f := range fields {
+			v[f] = doc[f]
+		}
+		out = append(out, v)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"firmware": out})
+}
+
+// firmwareReturnFields is what a firmware list shows besides the
+// timestamps: ?fields, or every field of the request's version (vendor,
+// model and serial_number from 1.114; naming them below it is 400, as in
+// Ironic). ?detail=true shows every field too; Ironic's answer to it holds
+// only the timestamps, which no client can want.
+func firmwareReturnFields(c echo.Context) ([]string, error) {
+	detail, err := parseBool(c, "detail")
+	if err != nil {
+		return nil, err
+	}
+	all := firmwareFields
+	if minor(c) >= minorFirmwareID {
+		all = slices.Concat(firmwareFields, firmwareIdentity)
+	}
+	if c.QueryParam("fields") == "" {
+		return all, nil
+	}
+	if detail != nil && *detail {
+		return nil, badRequest("Can not specify ?detail=True and fields in the same request.")
+	}
+	fields, err := parseFields(c, firmwareKnown, nil)
+	if err != nil {
+		return nil, err
+	}
+	if minor(c) < minorFirmwareID {
+		var early []string
+		for _, f := range fields {
+			if slices.Contains(firmwareIdentity, f) {
+				early = append(early, f)
+			}
+		}
+		if len(early) > 0 {
+			slices.Sort(early)
+			return nil, badRequest("Fields %s are not allowed in this API version. They require at least API version 1.%d.", strings.Join(slices.Compact(early), ", "), minorFirmwareID)
+		}
+	}
+	return fields, nil
 }

@@ -44,7 +44,9 @@ func hardwareServer(t *testing.T) *httptest.Server {
 	}
 	if err := hw.ReplaceFirmware(ctx, hwNode, []proto.FirmwareComponent{
 		{Component: "bios", InitialVersion: "1.0", CurrentVersion: s("1.0")},
-		{Component: "bmc", InitialVersion: "5.1", CurrentVersion: s("5.2"), LastVersionFlashed: s("5.2")},
+		{Component: "bmc", InitialVersion: "5.1", CurrentVersion: s("5.2"), LastVersionFlashed: s("5.2"), Model: s("iDRAC 9")},
+		{Component: "NIC:ABC12345", InitialVersion: "22.0.9", CurrentVersion: s("22.5.0"),
+			Vendor: s("Intel Corporation"), Model: s("Intel(R) 25GbE 2P XXV710 Adptr"), SerialNumber: s("ABC12345")},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -94,9 +96,26 @@ func TestBIOSShapes(t *testing.T) {
 		t.Errorf("self link %s", href)
 	}
 
-	code, got = call(t, srv, "GET", "/v1/nodes/hw1/firmware", "1.86", "")
+	code, got = call(t, srv, "GET", "/v1/nodes/hw1/firmware", "1.114", "")
 	if code != 200 {
 		t.Fatalf("firmware: %d %v", code, got)
+	}
+	sameShape(t, "firmware list at 1.114", pySample(t, "node-firmware-components-list-response.json"), got)
+	comps := got["firmware"].([]any)
+	nic := comps[0].(map[string]any)
+	if nic["component"] != "NIC:ABC12345" || nic["vendor"] != "Intel Corporation" || nic["serial_number"] != "ABC12345" {
+		t.Errorf("firmware NIC: %v", nic)
+	}
+	bmc := comps[2].(map[string]any)
+	if bmc["component"] != "bmc" || bmc["current_version"] != "5.2" || bmc["initial_version"] != "5.1" ||
+		bmc["model"] != "iDRAC 9" || bmc["vendor"] != nil {
+		t.Errorf("firmware bmc: %v", bmc)
+	}
+
+	// Below 1.114 the sample's shape without vendor, model and serial_number.
+	code, got = call(t, srv, "GET", "/v1/nodes/hw1/firmware", "1.113", "")
+	if code != 200 {
+		t.Fatalf("firmware at 1.113: %d %v", code, got)
 	}
 	fw := pySample(t, "node-firmware-components-list-response.json")
 	for _, c := range fw["firmware"].([]any) {
@@ -104,10 +123,59 @@ func TestBIOSShapes(t *testing.T) {
 			delete(c.(map[string]any), k)
 		}
 	}
-	sameShape(t, "firmware list", fw, got)
-	bmc := got["firmware"].([]any)[1].(map[string]any)
-	if bmc["component"] != "bmc" || bmc["current_version"] != "5.2" || bmc["initial_version"] != "5.1" {
-		t.Errorf("firmware bmc: %v", bmc)
+	sameShape(t, "firmware list at 1.113", fw, got)
+}
+
+// TestFirmwareFieldsAndVersions: vendor, model and serial_number are
+// hidden below 1.114 and naming them there is 400, as in Ironic; ?fields
+// picks fields (the timestamps always come), ?detail shows every field.
+func TestFirmwareFieldsAndVersions(t *testing.T) {
+	srv := hardwareServer(t)
+	const base = "component,created_at,current_version,initial_version,last_version_flashed,updated_at"
+	for _, c := range []struct {
+		name, path, version string
+		code                int
+		keys                string // sorted keys of each component, or the error text
+	}{
+		{"1.86", "/v1/nodes/hw1/firmware", "1.86", 200, base},
+		{"1.113", "/v1/nodes/hw1/firmware", "1.113", 200, base},
+		{"1.114", "/v1/nodes/hw1/firmware", "1.114", 200, "component,created_at,current_version,initial_version,last_version_flashed,model,serial_number,updated_at,vendor"},
+		{"detail at 1.113", "/v1/nodes/hw1/firmware?detail=true", "1.113", 200, base},
+		{"detail at 1.114", "/v1/nodes/hw1/firmware?detail=true", "1.115", 200, "component,created_at,current_version,initial_version,last_version_flashed,model,serial_number,updated_at,vendor"},
+		{"fields", "/v1/nodes/hw1/firmware?fields=component,current_version", "1.86", 200, "component,created_at,current_version,updated_at"},
+		{"identity fields at 1.114", "/v1/nodes/hw1/firmware?fields=component,vendor,serial_number", "1.114", 200, "component,created_at,serial_number,updated_at,vendor"},
+		{"identity fields at 1.113", "/v1/nodes/hw1/firmware?fields=component,serial_number,model", "1.113", 400,
+			"Fields model, serial_number are not allowed in this API version. They require at least API version 1.114."},
+		{"unknown field", "/v1/nodes/hw1/firmware?fields=colour", "1.114", 400, "colour"},
+		{"detail and fields", "/v1/nodes/hw1/firmware?detail=true&fields=model", "1.114", 400, "Can not specify ?detail=True and fields"},
+		{"bad detail", "/v1/nodes/hw1/firmware?detail=maybe", "1.114", 400, "detail"},
+		{"missing node", "/v1/nodes/nope/firmware", "1.114", 404, "Node nope could not be found"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, body := call(t, srv, "GET", c.path, c.version, "")
+			if code != c.code {
+				t.Fatalf("status %d, want %d: %v", code, c.code, body)
+			}
+			if code != 200 {
+				if msg, _ := body["error_message"].(string); !strings.Contains(msg, c.keys) {
+					t.Errorf("error %q does not say %q", msg, c.keys)
+				}
+				return
+			}
+			comps := body["firmware"].([]any)
+			if len(comps) != 3 {
+				t.Fatalf("%d components, want 3: %v", len(comps), comps)
+			}
+			for _, fc := range comps {
+				var keys []string
+				for k := range fc.(map[string]any) {
+					keys = append(keys, k)
+				}
+				if got := strings.Join(slices.Sorted(slices.Values(keys)), ","); got != c.keys {
+					t.Errorf("keys %s, want %s", got, c.keys)
+				}
+			}
+		})
 	}
 }
 

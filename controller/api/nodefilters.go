@@ -13,8 +13,10 @@ const maxDescriptionFilter = maxDescriptionLen
 
 // nodeListFilters reads the node list filters on conductor (1.49),
 // description_contains (1.51), retired (1.61) and lessee (1.65) into q;
-// each is 406 below the microversion of the field it reads. Ironic's
-// project filter (owner or lessee) is left out: Kiln has no projects.
+// each is 406 below the microversion of the field it reads. project (the
+// nodes a project owns or leases) has no microversion: Ironic takes it at
+// every version, as the filter its policy applies for project-scoped
+// requests.
 func nodeListFilters(c echo.Context, q *store.NodeQuery) error {
 	for _, f := range []struct {
 		param string
@@ -24,6 +26,7 @@ func nodeListFilters(c echo.Context, q *store.NodeQuery) error {
 		{"conductor", 49, &q.Conductor},
 		{"description_contains", 51, &q.DescriptionContains},
 		{"lessee", 65, &q.Lessee},
+		{"project", 1, &q.Project},
 	} {
 		v := c.QueryParam(f.param)
 		if v == "" {

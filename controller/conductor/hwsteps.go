@@ -256,6 +256,7 @@ func (f *flow) cacheFirmware(ctx context.Context, flashed map[string]bool) {
 			rec = proto.FirmwareComponent{Component: c.Component, InitialVersion: v}
 		}
 		rec.CurrentVersion = &v
+		rec.Vendor, rec.Model, rec.SerialNumber = orNil(c.Vendor), orNil(c.Model), orNil(c.SerialNumber)
 		if flashed[c.Component] {
 			rec.LastVersionFlashed = &v
 		}
@@ -264,6 +265,14 @@ func (f *flow) cacheFirmware(ctx context.Context, flashed map[string]bool) {
 	if err := hw.ReplaceFirmware(ctx, f.n.UUID, out); err != nil {
 		f.c.log.Warn("cache firmware components", "node", f.n.UUID, "err", err)
 	}
+}
+
+// orNil is s, or nil (JSON null) for "".
+func orNil(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // setSecureBoot turns UEFI Secure Boot on (before the instance boots) or

@@ -10,10 +10,14 @@ import (
 )
 
 // FirmwareVersion is one component's running version as the BMC reports
-// it; the conductor keeps the history (initial, last flashed).
+// it; the conductor keeps the history (initial, last flashed). Vendor,
+// Model and SerialNumber identify the hardware it runs on ("" where the
+// BMC says nothing; API 1.114).
 type FirmwareVersion struct {
 	Component string // "bios", "bmc", or the BMC's own name for others
 	Version   string
+
+	Vendor, Model, SerialNumber string
 }
 
 // FirmwareUpdate is one entry of firmware.update's "settings" argument.

@@ -104,6 +104,55 @@ func TestNodeBIOSReplace(t *testing.T) {
 	})
 }
 
+// TestNodeFirmwareIdentity: vendor, model and serial_number (API 1.114)
+// round-trip on both backends, null stays null, and a changed model is an
+// update of its component alone.
+func TestNodeFirmwareIdentity(t *testing.T) {
+	eachBackend(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		clk := newFakeClock()
+		st := openT(t, dsn, Options{Now: clk.Now})
+		hw, err := NewNodeHardware(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := &proto.Node{UUID: "11111111-2222-4333-8444-555555555555", Driver: "fake-hardware"}
+		if err := st.CreateNode(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+		nic := proto.FirmwareComponent{Component: "NIC:ABC12345", InitialVersion: "22.0.9", CurrentVersion: str("22.5.0"),
+			Vendor: str("Intel Corporation"), Model: str("Intel(R) 25GbE 2P XXV710 Adptr"), SerialNumber: str("ABC12345")}
+		bmc := proto.FirmwareComponent{Component: "bmc", InitialVersion: "5", CurrentVersion: str("5"), Model: str("iDRAC 9")}
+		if err := hw.ReplaceFirmware(ctx, n.UUID, []proto.FirmwareComponent{nic, bmc}); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Minute)
+		bmc.Model = str("iDRAC 10")
+		if err := hw.ReplaceFirmware(ctx, n.UUID, []proto.FirmwareComponent{nic, bmc}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := hw.ListFirmware(ctx, n.UUID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 2 || got[0].Component != "NIC:ABC12345" || got[1].Component != "bmc" {
+			t.Fatalf("components %+v", got)
+		}
+		g := got[0]
+		if g.Vendor == nil || *g.Vendor != "Intel Corporation" || g.Model == nil || *g.Model != "Intel(R) 25GbE 2P XXV710 Adptr" ||
+			g.SerialNumber == nil || *g.SerialNumber != "ABC12345" || g.UpdatedAt != nil {
+			t.Errorf("unchanged NIC read back as %+v", g)
+		}
+		b := got[1]
+		if b.Model == nil || *b.Model != "iDRAC 10" || b.Vendor != nil || b.SerialNumber != nil {
+			t.Errorf("bmc read back as %+v, want model iDRAC 10 and no vendor or serial number", b)
+		}
+		if b.UpdatedAt == nil || !b.UpdatedAt.Equal(clk.Now().Truncate(time.Microsecond)) {
+			t.Errorf("bmc updated_at %v after its model changed, want %v", b.UpdatedAt, clk.Now())
+		}
+	})
+}
+
 // TestNodeHardwareLimit: a BMC reporting too many attributes stores nothing.
 func TestNodeHardwareLimit(t *testing.T) {
 	ctx := context.Background()

@@ -3,7 +3,8 @@ package store
 import "strings"
 
 // nodeFilterWhere adds the node list filters on migration 0031's generated
-// columns: retired, lessee, conductor and a substring of the description.
+// columns (retired, lessee, conductor and a substring of the description)
+// and on 0032's node_projects (owner or lessee).
 func nodeFilterWhere(q NodeQuery, where []string, args []any) ([]string, []any) {
 	if q.Retired != nil {
 		where = append(where, "retired = ?")
@@ -14,6 +15,12 @@ func nodeFilterWhere(q NodeQuery, where []string, args []any) ([]string, []any) 
 			where = append(where, f.col+" = ?")
 			args = append(args, f.val)
 		}
+	}
+	if q.Project != "" {
+		// Migration 0032's node_projects: a seek of (project, node_id),
+		// then the nodes by id in list order.
+		where = append(where, "id IN (SELECT node_id FROM node_projects WHERE project = ?)")
+		args = append(args, q.Project)
 	}
 	if q.DescriptionContains != "" {
 		// LIKE's wildcards in the value are matched as themselves; both

@@ -63,6 +63,8 @@ func TestListPlansAreIndexed(t *testing.T) {
 		"retired":             {Retired: &yes},
 		"lessee":              {Lessee: "tenant"},
 		"conductor":           {Conductor: "c1"},
+		"project":             {Project: "tenant"},
+		"project, driver":     {Project: "tenant", Driver: "ipmi"},
 	}
 	check := func(what, query string, args []any, wantSeek bool) {
 		t.Helper()
@@ -211,6 +213,7 @@ func TestListPlansAreIndexedPostgres(t *testing.T) {
 		"chassis_uuid": {ChassisUUID: "x"}, "shard": {Shards: []string{"s1"}}, "parent_node": {ParentNode: "x"},
 		"instance_name": {InstanceName: "x"}, "no children": {NoChildren: true},
 		"retired": {Retired: &yes}, "lessee": {Lessee: "l"}, "conductor": {Conductor: "c"},
+		"project": {Project: "p"},
 	} {
 		for _, marker := range []string{"", n.UUID} {
 			where, args := nodeWhere(q)

@@ -177,7 +177,9 @@ type NodeQuery struct {
 	// ignoring ASCII case (1.51).
 	Retired                                *bool
 	Lessee, Conductor, DescriptionContains string
-	Limit                                  int // 0 = no limit
+	// Project keeps the nodes it owns or leases (owner or lessee equal).
+	Project string
+	Limit   int // 0 = no limit
 	// Marker is a node UUID: return the nodes after it in the sort order
 	// (ErrNotFound if no such node).
 	Marker string

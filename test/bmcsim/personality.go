@@ -18,6 +18,9 @@ type Personality struct {
 	Model        string // default system Model
 	SystemID     string // ID of the first system when the config gives none
 	ManagerID    string
+	// ManagerModel is the Manager's Model, which Ironic reports as the BMC
+	// firmware component's model ("" = Product).
+	ManagerModel string
 	// VirtualMediaOnManager puts the virtual CD under Managers/<id>/VirtualMedia
 	// (iDRAC, iLO, Supermicro) instead of Systems/<id>/VirtualMedia. Such a
 	// service holds exactly one system.
@@ -62,6 +65,14 @@ type bootPatch struct {
 }
 
 var personalities = map[string]*Personality{}
+
+// managerModel is what the Manager resource reports as its Model.
+func (p *Personality) managerModel() string {
+	if p.ManagerModel != "" {
+		return p.ManagerModel
+	}
+	return p.Product
+}
 
 func registerPersonality(p *Personality) {
 	if _, dup := personalities[p.Name]; dup {
@@ -111,7 +122,7 @@ func init() {
 	registerPersonality(&Personality{
 		Name: "idrac", Vendor: "Dell", Product: "Integrated Dell Remote Access Controller",
 		Manufacturer: "Dell Inc.", Model: "PowerEdge R650",
-		SystemID: "System.Embedded.1", ManagerID: "iDRAC.Embedded.1",
+		SystemID: "System.Embedded.1", ManagerID: "iDRAC.Embedded.1", ManagerModel: "14G Monolithic",
 		VirtualMediaOnManager: true, VirtualMediaID: "CD",
 		ResetTypes: []ResetType{ResetOn, ResetForceOff, ResetForceRestart, ResetGracefulRestart,
 			ResetGracefulShutdown, ResetPushPowerButton, ResetNmi, ResetPowerCycle},
@@ -128,7 +139,7 @@ func init() {
 	registerPersonality(&Personality{
 		Name: "ilo", Vendor: "HPE", Product: "ProLiant DL360 Gen10 Plus",
 		Manufacturer: "HPE", Model: "ProLiant DL360 Gen10 Plus",
-		SystemID: "1", ManagerID: "1",
+		SystemID: "1", ManagerID: "1", ManagerModel: "iLO 5",
 		VirtualMediaOnManager: true, VirtualMediaID: "2",
 		ResetTypes: []ResetType{ResetOn, ResetForceOff, ResetGracefulShutdown, ResetForceRestart,
 			ResetNmi, ResetPushPowerButton, ResetGracefulRestart},

@@ -617,7 +617,14 @@ func (s *Service) routeChassis(w http.ResponseWriter, r *http.Request, seg []str
 		})
 	}
 	sys := s.byID[seg[0]]
-	if sys == nil || len(seg) != 1 {
+	if sys == nil {
+		return errNotFound(r.URL.Path)
+	}
+	if len(seg) > 1 && seg[1] == "NetworkAdapters" {
+		sys.requests.Add(1)
+		return s.routeNetworkAdapters(w, r, sys, seg[2:])
+	}
+	if len(seg) != 1 {
 		return errNotFound(r.URL.Path)
 	}
 	sys.requests.Add(1)
@@ -636,6 +643,7 @@ func (s *Service) routeChassis(w http.ResponseWriter, r *http.Request, seg []str
 		m["SerialNumber"] = inv.SerialNumber
 		m["PowerState"] = ps
 		m["Status"] = status()
+		m["NetworkAdapters"] = link(root + "/Chassis/" + sys.id + "/NetworkAdapters")
 		m["Links"] = map[string]any{
 			"ComputerSystems": []any{link(s.SystemPath(sys.id))},
 			"ManagedBy":       []any{link(root + "/Managers/" + s.p.ManagerID)},
@@ -664,7 +672,7 @@ func (s *Service) routeManagers(w http.ResponseWriter, r *http.Request, seg []st
 			m["Name"] = "Manager"
 			m["ManagerType"] = "BMC"
 			m["Manufacturer"] = s.p.Vendor
-			m["Model"] = s.p.Product
+			m["Model"] = s.p.managerModel()
 			s.fwMu.Lock()
 			m["FirmwareVersion"] = s.bmcVersion
 			s.fwMu.Unlock()

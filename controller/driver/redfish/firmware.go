@@ -23,9 +23,11 @@ type Firmware struct{ Pool *Pool }
 const DefaultBMCRebootWait = 10 * time.Minute
 
 type inventoryItem struct {
-	ID      string `json:"Id"`
-	ODataID string `json:"@odata.id"`
-	Version string `json:"Version"`
+	ID           string    `json:"Id"`
+	ODataID      string    `json:"@odata.id"`
+	Version      string    `json:"Version"`
+	Manufacturer string    `json:"Manufacturer"`
+	RelatedItem  []odataID `json:"RelatedItem"`
 }
 
 // componentName is Ironic's name for an inventory member: bios and bmc
@@ -64,7 +66,11 @@ func (s *session) inventory(ctx context.Context) ([]inventoryItem, error) {
 	return out, nil
 }
 
-// Components reads the firmware inventory.
+// Components reads the firmware inventory and the network adapters'
+// firmware. Vendor, model and serial number come from where Ironic's
+// redfish firmware interface takes them: none for the BIOS, the Manager's
+// Model for the BMC, the NetworkAdapter's own for a NIC; other inventory
+// members carry their SoftwareInventory Manufacturer.
 func (f *Firmware) Components(ctx context.Context, n *proto.Node) ([]driver.FirmwareVersion, error) {
 	s, err := f.Pool.open(ctx, n)
 	if err != nil {
@@ -75,10 +81,117 @@ func (f *Firmware) Components(ctx context.Context, n *proto.Node) ([]driver.Firm
 		return nil, err
 	}
 	var out []driver.FirmwareVersion
+	bmcModel, readModel := "", false
 	for _, it := range inv {
-		out = append(out, driver.FirmwareVersion{Component: componentName(it.ID), Version: it.Version})
+		v := driver.FirmwareVersion{Component: componentName(it.ID), Version: it.Version}
+		switch v.Component {
+		case "bios":
+		case "bmc":
+			if !readModel {
+				if bmcModel, err = s.managerModel(ctx, it.RelatedItem); err != nil {
+					return nil, err
+				}
+				readModel = true
+			}
+			v.Model = bmcModel
+		default:
+			v.Vendor = it.Manufacturer
+		}
+		out = append(out, v)
+	}
+	// As in Ironic, a BMC that cannot list its network adapters (some
+	// answer 400 until the OS has booted) still reports the rest.
+	nics, _ := s.nicComponents(ctx)
+	return append(out, nics...), nil
+}
+
+// nicComponents are the network adapters' firmware, as Ironic's redfish
+// interface reads them: one "NIC:<serial number, else Id>" component per
+// controller that reports a FirmwarePackageVersion, from the system's
+// chassis' NetworkAdapters, with the adapter's Manufacturer, Model and
+// SerialNumber. A chassis without NetworkAdapters has none.
+func (s *session) nicComponents(ctx context.Context) ([]driver.FirmwareVersion, error) {
+	path, err := s.systemPath()
+	if err != nil {
+		return nil, err
+	}
+	var sys struct {
+		Links struct {
+			Chassis []odataID `json:"Chassis"`
+		} `json:"Links"`
+	}
+	if _, err := s.getJSON(ctx, path, &sys); err != nil || len(sys.Links.Chassis) == 0 {
+		return nil, err
+	}
+	var ch struct {
+		NetworkAdapters odataID `json:"NetworkAdapters"`
+	}
+	if _, err := s.getJSON(ctx, sys.Links.Chassis[0].ID, &ch); err != nil || ch.NetworkAdapters.ID == "" {
+		return nil, err
+	}
+	var coll struct {
+		Members []odataID `json:"Members"`
+	}
+	if _, err := s.getJSON(ctx, ch.NetworkAdapters.ID, &coll); err != nil {
+		return nil, err
+	}
+	var out []driver.FirmwareVersion
+	for _, m := range coll.Members {
+		var ad struct {
+			ID           string `json:"Id"`
+			Manufacturer string `json:"Manufacturer"`
+			Model        string `json:"Model"`
+			SerialNumber string `json:"SerialNumber"`
+			Controllers  []struct {
+				FirmwarePackageVersion string `json:"FirmwarePackageVersion"`
+			} `json:"Controllers"`
+		}
+		if _, err := s.getJSON(ctx, m.ID, &ad); err != nil {
+			return out, err
+		}
+		id := ad.SerialNumber
+		if id == "" {
+			id = ad.ID
+		}
+		for _, c := range ad.Controllers {
+			if c.FirmwarePackageVersion != "" {
+				out = append(out, driver.FirmwareVersion{Component: "NIC:" + id, Version: c.FirmwarePackageVersion,
+					Vendor: ad.Manufacturer, Model: ad.Model, SerialNumber: ad.SerialNumber})
+			}
+		}
 	}
 	return out, nil
+}
+
+// managerModel is the Model of the BMC's manager: the Manager among the
+// inventory member's related items, else the first of /Managers.
+func (s *session) managerModel(ctx context.Context, related []odataID) (string, error) {
+	path := ""
+	for _, r := range related {
+		if strings.Contains(r.ID, "/Managers/") {
+			path = r.ID
+			break
+		}
+	}
+	if path == "" {
+		var coll struct {
+			Members []odataID `json:"Members"`
+		}
+		if _, err := s.getJSON(ctx, "/redfish/v1/Managers", &coll); err != nil {
+			return "", s.fail("list managers", err)
+		}
+		if len(coll.Members) == 0 {
+			return "", nil
+		}
+		path = coll.Members[0].ID
+	}
+	var mgr struct {
+		Model string `json:"Model"`
+	}
+	if _, err := s.getJSON(ctx, path, &mgr); err != nil {
+		return "", s.fail("read manager "+path, err)
+	}
+	return mgr.Model, nil
 }
 
 // Update flashes each component in turn.

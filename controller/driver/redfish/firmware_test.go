@@ -119,3 +119,49 @@ func TestFirmwareStepArgs(t *testing.T) {
 		}
 	}
 }
+
+// TestFirmwareIdentityEveryPersonality reads vendor, model and serial
+// number from where Ironic's redfish firmware interface takes them: none
+// for the BIOS, the Manager's Model for the BMC, the chassis'
+// NetworkAdapter for a NIC component named by its serial number.
+func TestFirmwareIdentityEveryPersonality(t *testing.T) {
+	for _, name := range bmcsim.PersonalityNames() {
+		t.Run(name, func(t *testing.T) {
+			p, err := bmcsim.LookupPersonality(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantModel := p.ManagerModel
+			if wantModel == "" {
+				wantModel = p.Product
+			}
+			lab, _ := raidLab(t, name)
+			f := &redfish.Firmware{Pool: newPool(t, fast)}
+			list, err := f.Components(context.Background(), nodeFor(lab.BMCs[0], nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]driver.FirmwareVersion{}
+			for _, c := range list {
+				got[c.Component] = c
+			}
+			if b, ok := got["bios"]; !ok || b.Vendor != "" || b.Model != "" || b.SerialNumber != "" {
+				t.Errorf("bios %+v, want one without vendor, model or serial number", b)
+			}
+			if b, ok := got["bmc"]; !ok || b.Model != wantModel || b.Vendor != "" || b.SerialNumber != "" {
+				t.Errorf("bmc %+v, want model %q and no vendor or serial number", b, wantModel)
+			}
+			ad := bmcsim.NetworkAdapter
+			svc := lab.BMCs[0].Service
+			serial := bmcsim.NICSerial(svc.Backend(svc.SystemIDs()[0]).Inventory())
+			want := driver.FirmwareVersion{Component: "NIC:" + serial, Version: ad.FirmwarePackageVersion,
+				Vendor: ad.Manufacturer, Model: ad.Model, SerialNumber: serial}
+			if got[want.Component] != want {
+				t.Errorf("NIC %+v, want %+v (components %v)", got[want.Component], want, got)
+			}
+			if len(got) != 3 {
+				t.Errorf("%d components, want bios, bmc and the NIC: %v", len(got), got)
+			}
+		})
+	}
+}
