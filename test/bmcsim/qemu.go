@@ -67,6 +67,10 @@ type QEMUConfig struct {
 	NICROMFile *string
 	// ExtraArgs are appended to every QEMU command line.
 	ExtraArgs []string
+	// HTTPClient fetches virtual media images (nil = http.DefaultClient).
+	// A BMC that must trust a private CA gets its own client here, so that
+	// machines in one process do not share a changed global transport.
+	HTTPClient *http.Client
 	// Inventory overrides the facts reported over Redfish (zero fields are
 	// derived from this config).
 	Inventory Inventory
@@ -290,7 +294,7 @@ func (q *QEMU) InsertMedia(ctx context.Context, image string, writeProtected boo
 		return ErrMediaInserted
 	}
 	dst := filepath.Join(q.cfg.Dir, "vmedia.iso")
-	if err := fetchFile(ctx, image, dst); err != nil {
+	if err := fetchFile(ctx, q.cfg.HTTPClient, image, dst); err != nil {
 		return fmt.Errorf("%w: %w", ErrMediaUnreachable, err)
 	}
 	q.mu.Lock()
@@ -303,12 +307,15 @@ func (q *QEMU) InsertMedia(ctx context.Context, image string, writeProtected boo
 	return nil
 }
 
-func fetchFile(ctx context.Context, url, dst string) error {
+func fetchFile(ctx context.Context, client *http.Client, url, dst string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return fmt.Errorf("fetch %s: %w", url, err)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	if client == nil {
+		client = http.DefaultClient
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return fmt.Errorf("fetch %s: %w", url, err)
 	}

@@ -109,7 +109,7 @@ func newDHCPLab(t *testing.T, name, mode string, uefi bool) *dhcpLab {
 	if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", disk, "4G").CombinedOutput(); err != nil {
 		t.Fatalf("create disk: %v: %s", err, out)
 	}
-	l.mac = fmt.Sprintf("52:54:00:77:%02x:%02x", os.Getpid()&0xff, time.Now().UnixNano()&0xff)
+	l.mac = newMAC("77")
 	cfg := bmcsim.QEMUConfig{Dir: filepath.Join(dir, "vm"), UEFI: uefi, MAC: l.mac, Disk: disk,
 		Tap: "tap0", NetNS: ns, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	if uefi {
@@ -389,12 +389,14 @@ func last(ip string) int {
 // script URL from kiln serve --dhcp full, and is inspected, cleaned,
 // deployed, and boots the image from its disk.
 func TestDHCPFullBIOS(t *testing.T) {
+	t.Parallel()
 	dhcpProvision(t, "dhcp-bios", "full", false, "firmware=ipxe", "good.qcow2", "qcow2")
 }
 
 // TestDHCPFullUEFI: OVMF's native PXE gets snponly.efi by kiln's TFTP,
 // whose iPXE is then chained to the script; deploys a zstd raw image.
 func TestDHCPFullUEFI(t *testing.T) {
+	t.Parallel()
 	dhcpProvision(t, "dhcp-uefi", "full", true, "firmware=uefi-x64", "good.raw.zst", "raw")
 }
 
@@ -402,5 +404,6 @@ func TestDHCPFullUEFI(t *testing.T) {
 // --dhcp proxy the boot answers (OVMF's PXE, then iPXE); the machine is
 // inspected, cleaned and deployed, and boots from its disk.
 func TestDHCPProxyUEFI(t *testing.T) {
+	t.Parallel()
 	dhcpProvision(t, "proxy-uefi", "proxy", true, "firmware=uefi-x64", "good.qcow2", "qcow2")
 }

@@ -101,6 +101,7 @@ func (l *lab) checkBooted(after int, image string, t0 time.Time) {
 // redfish, manage, inspect, provide (automated cleaning), deploy a qcow2
 // image with a config drive, boot it from disk, undeploy.
 func TestBIOS(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, "bios", labOpts{})
 	defer l.summary()
 	l.enroll("ipxe", true)
@@ -168,6 +169,7 @@ func TestBIOS(t *testing.T) {
 
 // TestUEFI deploys a zstd-compressed raw image under OVMF.
 func TestUEFI(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, "uefi", labOpts{uefi: true})
 	defer l.summary()
 	// Network boot through iPXE's EFI driver; the virtual-media scenarios
@@ -187,6 +189,7 @@ func TestUEFI(t *testing.T) {
 // the agent's kernel arguments baked in); TestStaticNetworkVirtualMedia
 // boots the one the controller builds.
 func TestUEFIVirtualMedia(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, "vmedia", labOpts{uefi: true})
 	defer l.summary()
 	iso := "agent-" + l.name + ".iso"
@@ -226,6 +229,7 @@ func powerOnLines(s string) []string {
 // deploy fails naming both checksums and the disk cannot boot what was
 // written.
 func TestChecksumMismatch(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, "badsum", labOpts{disk: "raw"})
 	defer l.summary()
 	l.enroll("ipxe", false)
@@ -258,6 +262,7 @@ func TestChecksumMismatch(t *testing.T) {
 // agent writes the image and starts it again on the same database: the
 // deploy must end (active, or deploy failed with a reason), never hang.
 func TestControllerCrashDuringWrite(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, "crash", labOpts{})
 	defer l.summary()
 	l.enroll("ipxe", false)

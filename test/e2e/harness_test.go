@@ -260,8 +260,8 @@ func newLab(t *testing.T, name string, o labOpts) *lab {
 		}
 		os.RemoveAll(dir)
 	})
-	l := &lab{t: t, name: name, dir: dir, db: filepath.Join(dir, "kiln.db"), addr: kilnproc.FreeAddr(t)}
-	l.agentFw = portOf(kilnproc.FreeAddr(t))
+	l := &lab{t: t, name: name, dir: dir, db: filepath.Join(dir, "kiln.db"), addr: freeAddr(t)}
+	l.agentFw = portOf(freeAddr(t))
 	if o.secure {
 		l.secure = newSecureAPI(t, dir)
 	}
@@ -275,13 +275,17 @@ func newLab(t *testing.T, name string, o labOpts) *lab {
 	if out, err := exec.Command("qemu-img", "create", "-q", "-f", o.disk, disk, "4G").CombinedOutput(); err != nil {
 		t.Fatalf("create disk: %v: %s", err, out)
 	}
-	l.mac = fmt.Sprintf("52:54:00:e2:%02x:%02x", os.Getpid()&0xff, time.Now().UnixNano()&0xff)
-	vm, err := bmcsim.NewQEMU(bmcsim.QEMUConfig{
+	l.mac = newMAC("e2")
+	cfg := bmcsim.QEMUConfig{
 		Dir: filepath.Join(dir, "vm"), UEFI: o.uefi, MAC: l.mac, Disk: disk,
 		BootFile: "http://10.0.2.2:" + portOf(l.addr) + "/boot/boot.ipxe",
 		HostFwd:  []string{"tcp:127.0.0.1:" + l.agentFw + "-" + o.guestIP + ":9999"},
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	}
+	if l.secure != nil {
+		cfg.HTTPClient = l.secure.client
+	}
+	vm, err := bmcsim.NewQEMU(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -98,6 +98,7 @@ func (l *lab) inspectStatic() {
 // can reach the controller at all; then the machine is inspected, deployed
 // and boots its image.
 func TestStaticNetworkVirtualMedia(t *testing.T) {
+	t.Parallel()
 	testtool.Need(t, "xorriso")
 	l := newLab(t, "static", labOpts{uefi: true, guestIP: staticIP})
 	defer l.summary()
@@ -122,6 +123,7 @@ func TestStaticNetworkVirtualMedia(t *testing.T) {
 // loads the node's own ramdisk (/boot/ramdisk/<node>, the initramfs with the
 // document appended) and the agent uses the static address, not DHCP.
 func TestStaticNetworkIPXE(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, "static-ipxe", labOpts{guestIP: staticIP})
 	defer l.summary()
 	l.enrollWith("ipxe", false, map[string]any{"preprovisioning_network_data": staticDoc(l.mac)})

@@ -40,13 +40,10 @@ func newSecureAPI(t *testing.T, dir string) *secureAPI {
 	if err := os.WriteFile(ht, []byte("operator:"+string(h)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	// The BMC simulator runs in this process and fetches the controller's
-	// ISO with http.DefaultClient, as a BMC set up to trust the
-	// controller's certificate would.
-	tr := http.DefaultTransport.(*http.Transport)
-	saved := tr.TLSClientConfig
-	tr.TLSClientConfig = &tls.Config{RootCAs: cert.Pool()}
-	t.Cleanup(func() { tr.TLSClientConfig = saved })
+	// The client trusts the controller's certificate. The BMC simulator
+	// (newLab) fetches the controller's ISO with it too, as a BMC set up
+	// to trust the controller would; it is its own client, not a changed
+	// http.DefaultTransport, which scenarios running in parallel share.
 	return &secureAPI{
 		flags:  []string{"--htpasswd", ht, "--tls-cert", certFile, "--tls-key", keyFile},
 		client: &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: cert.Pool()}}},
@@ -61,6 +58,7 @@ func newSecureAPI(t *testing.T, dir string) *secureAPI {
 // deployed and boots its image; the API refuses a caller without
 // credentials throughout.
 func TestTLSAuthVirtualMedia(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("xorriso"); err != nil {
 		t.Skip("xorriso not found: the controller builds virtual-media ISOs with it (apt-get install xorriso)")
 	}
