@@ -173,10 +173,12 @@ func (s *Server) listNodesOf(c echo.Context, detail bool, path, chassis string) 
 		return err
 	}
 	plan := nodePlan(c, fields)
-	if !q.Summary {
-		if ok, err := s.listNodeViews(c, q, p, path, plan); ok {
-			return err
-		}
+	list := s.listNodeViews
+	if q.Summary {
+		list = s.listNodeSummaries
+	}
+	if ok, err := list(c, q, p, path, plan); ok {
+		return err
 	}
 	nodes, err := s.store.ListNodes(c.Request().Context(), q)
 	if err != nil {

@@ -250,9 +250,23 @@ func (s *Server) listNodeViews(c echo.Context, q store.NodeQuery, p listParams, 
 	if len(vs) > 0 {
 		next = nextLink(c, path, p, len(vs), vs[len(vs)-1].UUID)
 	}
-	base := baseURL(c)
+	base, mv := baseURL(c), minor(c)
+	cached := isFullPlan(plan, mv)
 	return true, sendList(c, "nodes", len(vs), next, func(w *objectWriter, i int) error {
-		return w.nodeView(c, base, &vs[i], plan)
+		if !cached {
+			return w.nodeView(c, base, &vs[i], plan)
+		}
+		k := viewKey{uuid: vs[i].UUID, base: base, minor: mv}
+		if out, ok := s.views.get(k, &vs[i]); ok {
+			w.buf.Write(out)
+			return nil
+		}
+		start := w.buf.Len()
+		if err := w.nodeView(c, base, &vs[i], plan); err != nil {
+			return err
+		}
+		s.views.put(k, &vs[i], w.buf.Bytes()[start:])
+		return nil
 	})
 }
 

@@ -92,6 +92,8 @@ type Server struct {
 	// inspectionRules serves /v1/inspection_rules (inspectionrules.go).
 	inspectionRules    *resource[proto.InspectionRule]
 	inspectionRulesErr error
+	// views keeps node renderings for /detail (nodeviewcache.go).
+	views viewCache
 }
 
 // New builds the API with every route mounted. It panics on an invalid

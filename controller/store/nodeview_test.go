@@ -90,6 +90,7 @@ func TestNodeViews(t *testing.T) {
 			if err != nil || len(vs) != 1 || !bytes.Equal(vs[0].Doc, want) {
 				t.Fatalf("%s: ListNodeViews = %d views, %v", stage, len(vs), err)
 			}
+			sameListed(t, stage, &vs[0], &v)
 		}
 		check("created")
 
@@ -122,8 +123,28 @@ func TestNodeViews(t *testing.T) {
 		if v, err := views.GetNodeView(ctx, n.UUID); err != nil || v.Reservation == nil || *v.Reservation != "cond-a" {
 			t.Fatalf("GetNodeView of a reserved node = %+v, %v", v.Reservation, err)
 		}
+		check("reserved")
+		if err := st.Release(ctx, n.UUID, "cond-a"); err != nil {
+			t.Fatal(err)
+		}
+		// A reservation holding the separator of the list's one-column
+		// row: the page is read column by column, with the same views.
+		if _, err := st.Reserve(ctx, n.UUID, "cond"+summarySep+"1"+summarySep+"{"); err != nil {
+			t.Fatal(err)
+		}
+		check("reserved by a name holding the separator")
 		if _, err := views.GetNodeView(ctx, "no-such-node"); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("GetNodeView(unknown) = %v, want ErrNotFound", err)
 		}
 	})
+}
+
+// sameListed fails unless a listed view has a got view's fields.
+func sameListed(t *testing.T, stage string, listed, got *NodeView) {
+	t.Helper()
+	if listed.UUID != got.UUID || listed.ProvisionState != got.ProvisionState || !bytes.Equal(listed.Doc, got.Doc) ||
+		(listed.Reservation == nil) != (got.Reservation == nil) ||
+		listed.Reservation != nil && *listed.Reservation != *got.Reservation {
+		t.Fatalf("%s: listed view %+v, got %+v", stage, *listed, *got)
+	}
 }

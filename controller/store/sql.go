@@ -391,44 +391,6 @@ func (s *sqlStore) ListNodes(ctx context.Context, q NodeQuery) ([]*proto.Node, e
 	return out, nil
 }
 
-// listNodeSummaries is ListNodes with Summary: columns only, no documents.
-func (s *sqlStore) listNodeSummaries(ctx context.Context, where []string, args []any, q NodeQuery) ([]*proto.Node, error) {
-	rows, err := s.list(ctx, "nodes", "uuid, name, instance_uuid, power_state, provision_state, maintenance, reservation",
-		nodeSortExprs, where, args, q.SortKey, q.SortDir, q.Marker, q.Limit)
-	if err != nil {
-		return nil, fmt.Errorf("list nodes: %w", err)
-	}
-	defer rows.Close()
-	var out []*proto.Node
-	for rows.Next() {
-		var n proto.Node
-		var name, res sql.NullString
-		var inst, power, prov string
-		if err := rows.Scan(&n.UUID, &name, &inst, &power, &prov, &n.Maintenance, &res); err != nil {
-			return nil, fmt.Errorf("list nodes: %w", err)
-		}
-		if name.Valid {
-			n.Name = &name.String
-		}
-		if inst != "" {
-			n.InstanceUUID = &inst
-		}
-		if power != "" {
-			ps := proto.PowerState(power)
-			n.PowerState = &ps
-		}
-		n.ProvisionState = proto.ProvisionState(prov)
-		if res.Valid {
-			n.Reservation = &res.String
-		}
-		out = append(out, &n)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list nodes: %w", err)
-	}
-	return out, nil
-}
-
 // list runs a filtered, sorted, keyset-paged SELECT of cols from table. Rows
 // are ordered by the sort expression, then id, so the order is total and a
 // marker row names a precise place in it.
