@@ -127,14 +127,18 @@ func spliceAgent(seen AgentView, set []KeyValue, now *proto.Time, touchProvision
 	}
 	if seen.masked != nil && !slices.ContainsFunc(set, func(kv KeyValue) bool { return secrets.IsSecretKey(kv.Key) }) {
 		if m, ok := spliceDoc(unsafe.Slice(unsafe.StringData(*seen.masked), len(*seen.masked)), true, edits); ok {
-			return string(d), string(m), true
+			return asString(d), asString(m), true
 		}
 	}
 	if m, err := maskedDoc(d); err == nil {
-		return string(d), string(m), true
+		return asString(d), asString(m), true
 	}
-	return string(d), nil, true
+	return asString(d), nil, true
 }
+
+// asString is b as a string without copying it: b is a fresh buffer
+// spliceDoc or maskedDoc built, never written again.
+func asString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // execWrite runs one write statement, prepared on the writer, as a
 // transaction of its own: SQLite's BEGIN and COMMIT statements around a
