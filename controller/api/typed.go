@@ -121,6 +121,14 @@ type fieldPlan struct {
 // not newer than it and, when fields is non-nil, those asked for (links
 // always, as Ironic does).
 func planFields(all []wireField, minor int, fields []string) fieldPlan {
+	if fields == nil {
+		return cachedPlan(all, minor)
+	}
+	return buildPlan(all, minor, fields)
+}
+
+// buildPlan is planFields, built anew.
+func buildPlan(all []wireField, minor int, fields []string) fieldPlan {
 	var p fieldPlan
 	for i := range all {
 		f := &all[i]

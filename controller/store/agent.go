@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unsafe"
 
 	"github.com/kilnhq/kiln/controller/jsonscan"
 	"github.com/kilnhq/kiln/proto"
@@ -25,7 +26,9 @@ type AgentView struct {
 	URL            string // driver_internal_info.agent_url ("" if none)
 	HasURL         bool   // agent_url is present (even if empty)
 
-	id int64
+	id     int64
+	doc    string  // the stored document read
+	masked *string // its masked copy; nil when the row has none
 }
 
 // KeyValue is one string key of driver_internal_info to set.
@@ -60,24 +63,27 @@ func (d *dialect) jsonSet(paths [][]string) string {
 }
 
 // agentViewQuery selects an AgentView by col (uuid or name): the columns
-// and the document, whose two keys agentKeys reads in Go. SQLite's
-// json_extract parsed the whole document for them, a fifth of a heartbeat.
+// and the document, whose two keys agentKeys reads in Go (SQLite's
+// json_extract parsed the whole document for them, a fifth of a
+// heartbeat), and the masked document RecordAgent keeps in step.
 func agentViewQuery(col string) string {
-	return "SELECT id, uuid, provision_state, maintenance, reservation, doc FROM nodes WHERE " + col + " = ?"
+	return "SELECT id, uuid, provision_state, maintenance, reservation, doc, masked_doc FROM nodes WHERE " + col + " = ?"
 }
 
 // AgentOf reads the node's AgentView by UUID or name with one indexed read
 // (two when ident is a name: agents send UUIDs).
 func (s *sqlStore) AgentOf(ctx context.Context, ident string) (AgentView, error) {
 	var (
-		v    AgentView
-		prov string
-		res  sql.NullString
-		doc  []byte
+		v      AgentView
+		prov   string
+		res    sql.NullString
+		masked sql.NullString
 	)
+	// Strings, not []byte: SQLite's driver returns TEXT as a string, which
+	// database/sql would copy again into a []byte.
 	err := byUUIDOrName(func(col string) error {
 		return s.queryRow(ctx, s.rdb, agentViewQuery(col), ident).
-			Scan(&v.id, &v.UUID, &prov, &v.Maintenance, &res, &doc)
+			Scan(&v.id, &v.UUID, &prov, &v.Maintenance, &res, &v.doc, &masked)
 	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return AgentView{}, fmt.Errorf("node %s: %w", ident, ErrNotFound)
@@ -89,7 +95,10 @@ func (s *sqlStore) AgentOf(ctx context.Context, ident string) (AgentView, error)
 	if res.Valid {
 		v.Reservation = &res.String
 	}
-	if v.Token, v.URL, v.HasURL, err = agentKeys(doc); err != nil {
+	if masked.Valid {
+		v.masked = &masked.String
+	}
+	if v.Token, v.URL, v.HasURL, err = agentKeys(unsafe.Slice(unsafe.StringData(v.doc), len(v.doc))); err != nil {
 		return AgentView{}, fmt.Errorf("read agent of node %s: %w", ident, err)
 	}
 	return v, nil
@@ -159,8 +168,12 @@ func jsonText(raw []byte) (text string, present bool, err error) {
 // RecordAgent sets keys of driver_internal_info, and provision_updated_at
 // when touchProvision, with one UPDATE of the doc and updated_at columns
 // that applies only if the node still matches seen (state, maintenance,
-// reservation, token, agent URL). ok is false when it no longer does: the
-// caller decides again on the current node (UpdateNode).
+// reservation, token, agent URL). When the document already holds every
+// key and is still the one read, the UPDATE writes the document and masked
+// copy spliced in Go (agentdoc.go) and SQL parses no JSON; otherwise it
+// applies json_set to the current document. ok is false when the node no
+// longer matches: the caller decides again on the current node
+// (UpdateNode).
 func (s *sqlStore) RecordAgent(ctx context.Context, seen AgentView, set []KeyValue, touchProvision bool) (bool, error) {
 	if seen.id == 0 {
 		return false, errors.New("record agent: the view was not read by AgentOf")
@@ -168,46 +181,53 @@ func (s *sqlStore) RecordAgent(ctx context.Context, seen AgentView, set []KeyVal
 	now := wireTime(s.clock())
 	stamp := now.UTC().Format(proto.TimeLayout)
 	paths := make([][]string, 0, len(set)+2)
-	args := make([]any, 0, len(set)+12)
+	setArgs := make([]any, 0, len(set)+2)
 	for _, kv := range set {
 		paths = append(paths, []string{"driver_internal_info", kv.Key})
-		args = append(args, kv.Value)
+		setArgs = append(setArgs, kv.Value)
 	}
 	paths = append(paths, []string{"updated_at"})
-	args = append(args, stamp)
+	setArgs = append(setArgs, stamp)
 	if touchProvision {
 		paths = append(paths, []string{"provision_updated_at"})
-		args = append(args, stamp)
+		setArgs = append(setArgs, stamp)
 	}
-	provCol := ""
+	args := make([]any, 0, len(set)+20)
+	// masked_doc is cleared here rather than by the trigger on doc, which
+	// would update the row a second time: the next read derives it.
+	docSet, maskedSet := s.d.jsonSet(paths), "NULL"
+	args = append(args, setArgs...)
+	docCond := ""
+	if doc, masked, ok := spliceAgent(seen, set, now, touchProvision); ok {
+		// The spliced copies when the row holds the document read, which
+		// the comparison tells without parsing it; json_set otherwise.
+		docSet = "CASE WHEN doc = ? THEN CAST(? AS TEXT) ELSE " + docSet + " END"
+		maskedSet = "CASE WHEN doc = ? THEN CAST(? AS TEXT) END"
+		args = append([]any{seen.doc, doc}, args...)
+		args = append(args, seen.doc, masked)
+		docCond = "doc = ? OR "
+	}
+	cols := ""
 	if touchProvision {
-		provCol = ", provision_updated_at = ?"
+		cols = ", provision_updated_at = ?"
 		args = append(args, now.UnixMicro())
 	}
 	workCols, workArgs := agentWork(seen, set)
-	provCol += workCols
+	cols += workCols
 	args = append(args, workArgs...)
-	args = append(args, now.UnixMicro(), seen.id, string(seen.ProvisionState), seen.Maintenance,
-		deref(seen.Reservation), seen.Token, seen.URL)
+	args = append(args, now.UnixMicro(), seen.id, string(seen.ProvisionState), seen.Maintenance, deref(seen.Reservation))
+	if docCond != "" {
+		args = append(args, seen.doc)
+	}
+	args = append(args, seen.Token, seen.URL)
 	urlCond := "COALESCE(" + s.d.jsonText("driver_internal_info", proto.InfoAgentURL) + ", '') = ?"
 	if !seen.HasURL {
 		urlCond = "(" + s.d.jsonText("driver_internal_info", proto.InfoAgentURL) + " IS NULL AND ? = '')"
 	}
-	// masked_doc is cleared here rather than by the trigger on doc, which
-	// would update the row a second time: the next read derives it.
-	query := "UPDATE nodes SET doc = " + s.d.jsonSet(paths) + provCol + ", updated_at = ?, masked_doc = NULL" +
+	query := "UPDATE nodes SET doc = " + docSet + ", masked_doc = " + maskedSet + cols + ", updated_at = ?" +
 		" WHERE id = ? AND provision_state = ? AND maintenance = ? AND COALESCE(reservation, '') = ?" +
-		" AND COALESCE(" + s.d.jsonText("driver_internal_info", proto.InfoAgentToken) + ", '') = ? AND " + urlCond
-	var changed int64
-	st := s.preparedWrite(ctx, query)
-	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		r, err := s.txExec(ctx, tx, st, query, args...)
-		if err != nil {
-			return err
-		}
-		changed, err = r.RowsAffected()
-		return err
-	})
+		" AND (" + docCond + "(COALESCE(" + s.d.jsonText("driver_internal_info", proto.InfoAgentToken) + ", '') = ? AND " + urlCond + "))"
+	changed, err := s.execWrite(ctx, query, args...)
 	if err != nil {
 		return false, fmt.Errorf("record agent of node %s: %w", seen.UUID, err)
 	}

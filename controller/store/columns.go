@@ -17,7 +17,7 @@ import (
 var nodeColumns = []string{"uuid", "name", "driver", "provision_state", "power_state", "maintenance",
 	"instance_uuid", "conductor_group", "resource_class", "owner", "fault", "reservation",
 	"created_at", "updated_at", "provision_updated_at", "chassis_uuid", "shard", "parent_node", "instance_name", "doc", "masked_doc",
-	"work_now", "wait_heartbeat", "wait_since"}
+	"work_now", "wait_heartbeat", "wait_since", "retired", "lessee", "conductor", "description"}
 
 // nodeValues extracts the indexed columns and the JSON document from n. The
 // document leaves out Reservation (the reservation column is authoritative, so
@@ -43,7 +43,8 @@ func nodeValues(n *proto.Node) ([]any, error) {
 		deref(n.InstanceUUID), n.ConductorGroup, deref(n.ResourceClass), deref(n.Owner), deref(n.Fault),
 		nullable(n.Reservation), micros(n.CreatedAt), micros(n.UpdatedAt), micros(n.ProvisionUpdatedAt), chassisRef(n.ChassisUUID),
 		chassisRef(n.Shard), chassisRef(n.ParentNode), chassisRef(n.InstanceName), string(b), string(masked),
-		nodework.Now(n), waitMicros(w.LastHeartbeat), waitMicros(w.Since)}, nil
+		nodework.Now(n), waitMicros(w.LastHeartbeat), waitMicros(w.Since),
+		n.Retired, nullable(n.Lessee), nullable(n.Conductor), nullable(n.Description)}, nil
 }
 
 // chassisRef is a nullable reference column (nodes.chassis_uuid, shard,
