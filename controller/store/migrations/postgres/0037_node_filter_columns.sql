@@ -8,3 +8,9 @@ ALTER TABLE nodes ALTER COLUMN lessee DROP EXPRESSION;
 ALTER TABLE nodes ALTER COLUMN conductor DROP EXPRESSION;
 ALTER TABLE nodes ALTER COLUMN description DROP EXPRESSION;
 ALTER TABLE nodes ALTER COLUMN retired SET DEFAULT false;
+-- lessee is now a plain column: node_projects' update trigger watches it
+-- instead of doc, so a heartbeat, which rewrites only doc, no longer fires it.
+DROP TRIGGER nodes_projects_update ON nodes;
+CREATE TRIGGER nodes_projects_update AFTER UPDATE OF owner, lessee ON nodes
+  FOR EACH ROW WHEN (OLD.owner IS DISTINCT FROM NEW.owner OR OLD.lessee IS DISTINCT FROM NEW.lessee)
+  EXECUTE FUNCTION kiln_node_projects();
