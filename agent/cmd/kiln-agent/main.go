@@ -59,10 +59,15 @@ func main() {
 		loadModules(ctx, log)
 	}
 
+	sw := raid.New(raid.Options{Log: log})
+	if safety.InRamdisk {
+		// Arrays built by an earlier clean: the image goes to the array.
+		sw.Assemble(ctx)
+	}
 	hw := hwmgr.New(hwmgr.Options{Log: log})
 	deps := agent.Deps{Log: log, Ring: ring, Safety: safety,
 		WriteImage: hw.WriteImage,
-		Steps:      append(hw.Steps(), raid.New(raid.Options{Log: log}).Steps()...),
+		Steps:      append(hw.Steps(), sw.Steps()...),
 		Inventory: func(ctx context.Context) (any, error) {
 			return inventory.Collect(ctx, inventory.Options{BootIF: cfg.BootIF, CollectLLDP: cfg.CollectLLDP, AllowLoop: safety.Allow, Logger: log})
 		},
