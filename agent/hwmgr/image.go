@@ -49,6 +49,11 @@ func (m *Manager) WriteImage(ctx context.Context, req steps.ImageRequest) (steps
 	if err != nil {
 		return steps.ImageResult{}, err
 	}
+	if req.Safety.InRamdisk && m.opts.Devices == nil {
+		// An array an earlier clean built is the root device; its disks
+		// may have shown up after the agent's start-up assembly ran.
+		m.opts.RAID.Assemble(ctx)
+	}
 	dev, err := m.RootDevice(req.Node, info.RootDevice, req.Safety)
 	if err != nil {
 		return steps.ImageResult{}, err

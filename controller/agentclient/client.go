@@ -50,7 +50,8 @@ type Options struct {
 	// RetryDelay is the pause between tries (default 2 s).
 	RetryDelay time.Duration
 	// PollInterval and PollAttempts govern InstallBootloader's polling
-	// (default every 6 s, at most 100 times, as Ironic).
+	// (default at most 100 times, every 6 s as Ironic once the first
+	// polls, from 100 ms doubling, found it still running).
 	PollInterval time.Duration
 	PollAttempts int
 	// HTTPClient is used for http:// agents; its Transport (when an

@@ -747,3 +747,23 @@ func TestErrorMessageUnreachableAndNoURL(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 }
+
+func TestPollWait(t *testing.T) {
+	for _, tc := range []struct {
+		n        int
+		interval time.Duration
+		want     time.Duration
+	}{
+		{0, 6 * time.Second, 100 * time.Millisecond},
+		{1, 6 * time.Second, 200 * time.Millisecond},
+		{5, 6 * time.Second, 3200 * time.Millisecond},
+		{6, 6 * time.Second, 6 * time.Second},
+		{99, 6 * time.Second, 6 * time.Second},
+		{0, 5 * time.Millisecond, 5 * time.Millisecond},
+		{70, time.Hour, time.Hour}, // no shift overflow
+	} {
+		if got := pollWait(tc.n, tc.interval); got != tc.want {
+			t.Errorf("pollWait(%d, %v) = %v, want %v", tc.n, tc.interval, got, tc.want)
+		}
+	}
+}

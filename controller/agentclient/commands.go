@@ -145,8 +145,8 @@ func (c *Client) GetPartitionUUIDs(ctx context.Context, a Agent) (proto.Partitio
 }
 
 // InstallBootloader is image.install_bootloader: posted with wait=false, then
-// polled every PollInterval (at most PollAttempts times) until it ends, as
-// Ironic does. It returns the final result; FAILED is a *CommandFailedError.
+// polled (WaitCommand: at most PollAttempts times, every PollInterval once
+// the first quick polls found it running) until it ends, as Ironic does. It returns the final result; FAILED is a *CommandFailedError.
 func (c *Client) InstallBootloader(ctx context.Context, a Agent, p proto.InstallBootloaderParams) (proto.CommandResult, error) {
 	res, err := c.runAsync(ctx, a, proto.CmdInstallBootloader, p)
 	if err != nil {
@@ -155,15 +155,16 @@ func (c *Client) InstallBootloader(ctx context.Context, a Agent, p proto.Install
 	return c.WaitCommand(ctx, a, "execute "+proto.CmdInstallBootloader, res)
 }
 
-// WaitCommand polls GET /v1/commands/{id} every PollInterval (at most
-// PollAttempts times) until res is no longer RUNNING. op names the command
+// WaitCommand polls GET /v1/commands/{id} (after 100 ms, then twice as
+// long each time up to PollInterval; at most PollAttempts times) until res
+// is no longer RUNNING. op names the command
 // for errors. FAILED or CLEAN_VERSION_MISMATCH is a *CommandFailedError.
 func (c *Client) WaitCommand(ctx context.Context, a Agent, op string, res proto.CommandResult) (proto.CommandResult, error) {
 	for n := 0; res.CommandStatus == proto.CommandRunning; n++ {
 		if n >= c.opts.PollAttempts {
 			return res, &Error{Op: op, URL: a.URL, Err: fmt.Errorf("still running after %d polls", n)}
 		}
-		t := time.NewTimer(c.opts.PollInterval)
+		t := time.NewTimer(pollWait(n, c.opts.PollInterval))
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -180,6 +181,19 @@ func (c *Client) WaitCommand(ctx context.Context, a Agent, op string, res proto.
 		return res, &CommandFailedError{Op: op, URL: a.URL, Result: res}
 	}
 	return res, nil
+}
+
+// firstPoll is WaitCommand's first pause: most commands it follows
+// (install_bootloader on a whole-disk image) end within a second, and a
+// deploy should not wait a whole PollInterval for them.
+const firstPoll = 100 * time.Millisecond
+
+// pollWait is the pause before poll n: firstPoll, doubling up to interval.
+func pollWait(n int, interval time.Duration) time.Duration {
+	if n >= 16 {
+		return interval
+	}
+	return min(firstPoll<<n, interval)
 }
 
 // CollectSystemLogs is log.collect_system_logs, synchronous.

@@ -20,6 +20,7 @@ type AgentClient interface {
 	Commands(ctx context.Context, a agentclient.Agent) ([]proto.CommandResult, error)
 	PowerOff(ctx context.Context, a agentclient.Agent) error
 	GetPartitionUUIDs(ctx context.Context, a agentclient.Agent) (proto.PartitionUUIDs, error)
+	InstallBootloader(ctx context.Context, a agentclient.Agent, p proto.InstallBootloaderParams) (proto.CommandResult, error)
 	FinalizeRescue(ctx context.Context, a agentclient.Agent, password string, hashed bool) error
 }
 

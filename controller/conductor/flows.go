@@ -209,6 +209,8 @@ func (f *flow) do(ctx context.Context, a decide.Action) (decide.Event, error) {
 			return nil, err
 		}
 		return nil, f.updateFlow(ctx, func(_ *proto.Node, s *flowstate.State) { s.PartitionUUIDs = &uuids })
+	case decide.AgentInstallBootloader:
+		return nil, f.installBootloader(ctx, a) // bootloader.go
 	case decide.AgentFinalizeRescue:
 		return nil, f.c.cfg.Agent.FinalizeRescue(ctx, agentOf(n), a.Password, false)
 	case decide.DriverStep:

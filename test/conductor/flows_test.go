@@ -105,18 +105,26 @@ func TestAgentDrivenLifecycle(t *testing.T) {
 	deployAgent := m.agents[before]
 	m.mu.Unlock()
 	var deployCmds []string
-	var writeImage map[string]any
+	var writeImage, bootloader map[string]any
 	for _, r := range deployAgent.Requests() {
 		if r.Method == "POST" {
 			deployCmds = append(deployCmds, r.Name)
 			if st, ok := r.Params["step"].(map[string]any); ok && st["step"] == "write_image" {
 				writeImage = st["args"].(map[string]any)
 			}
+			if r.Name == "image.install_bootloader" {
+				bootloader = r.Params
+			}
 		}
 	}
-	wantDeploy := []string{"deploy.get_deploy_steps", "deploy.execute_deploy_step", "standby.get_partition_uuids", "standby.power_off"}
+	// A whole-disk image on a node that names no boot mode: the UEFI boot
+	// entry, if the agent booted UEFI, from the root the agent reported.
+	wantDeploy := []string{"deploy.get_deploy_steps", "deploy.execute_deploy_step", "standby.get_partition_uuids", "image.install_bootloader", "standby.power_off"}
 	if !slices.Equal(deployCmds, wantDeploy) {
 		t.Errorf("deploy commands:\n got %v\nwant %v", deployCmds, wantDeploy)
+	}
+	if bootloader["root_uuid"] != fakeagent.RootUUID || bootloader["target_boot_mode"] != nil {
+		t.Errorf("install_bootloader params %v, want root_uuid %s and no target_boot_mode", bootloader, fakeagent.RootUUID)
 	}
 	info, _ := writeImage["image_info"].(map[string]any)
 	if info["disk_format"] != "qcow2" || info["checksum"] != strings.Repeat("ab", 32) || info["id"] != "disk.qcow2" {

@@ -3,9 +3,9 @@
 #
 #   make e2e    builds the agent kernel + initramfs (make initramfs, skipped
 #               when its inputs are unchanged), then runs test/e2e (build tag
-#               e2e): kiln serve + bmcsim QEMU machines, eleven scenarios (BIOS,
+#               e2e): kiln serve + bmcsim QEMU machines, twelve scenarios (BIOS,
 #               UEFI, virtual media, static network x2, TLS, a checksum
-#               failure, a controller crash, BIOS and UEFI provisioned
+#               failure, a controller crash, a software RAID-1 root, BIOS and UEFI provisioned
 #               through kiln serve --dhcp full alone on a bridge in a network
 #               namespace, and UEFI through --dhcp proxy beside dnsmasq);
 #               4-10 min quiet before the DHCP scenarios, which took 4-15 min
@@ -24,7 +24,7 @@ E2E_PARALLEL ?= 1
 
 .PHONY: e2e demo
 
-e2e: initramfs ## Kiln provisioning QEMU machines end to end (test/e2e, 11 scenarios, 4-10 min)
+e2e: initramfs ## Kiln provisioning QEMU machines end to end (test/e2e, 12 scenarios, 4-10 min)
 	$(GO) test -tags e2e -count=1 -v -timeout $(E2E_TIMEOUT) -parallel $(E2E_PARALLEL) -run '$(E2E_RUN)' ./test/e2e/
 
 demo: initramfs ## kiln serve + one QEMU machine deployed end to end, left running (scripts/demo.sh)

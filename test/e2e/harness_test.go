@@ -244,6 +244,10 @@ type labOpts struct {
 	// secure runs kiln serve with --htpasswd and a self-signed --tls-cert
 	// (tls_test.go).
 	secure bool
+	// diskSize is each disk's size (default 4G); extraDisks adds that many
+	// more virtio disks, dir/disk1.<disk>, … (raid_test.go).
+	diskSize   string
+	extraDisks int
 }
 
 func newLab(t *testing.T, name string, o labOpts) *lab {
@@ -271,13 +275,25 @@ func newLab(t *testing.T, name string, o labOpts) *lab {
 	if o.disk == "" {
 		o.disk = "qcow2"
 	}
+	if o.diskSize == "" {
+		o.diskSize = "4G"
+	}
 	disk := filepath.Join(dir, "disk."+o.disk)
-	if out, err := exec.Command("qemu-img", "create", "-q", "-f", o.disk, disk, "4G").CombinedOutput(); err != nil {
-		t.Fatalf("create disk: %v: %s", err, out)
+	var extra []string
+	for i := 0; i <= o.extraDisks; i++ {
+		p := disk
+		if i > 0 {
+			p = filepath.Join(dir, fmt.Sprintf("disk%d.%s", i, o.disk))
+			extra = append(extra, "-drive", fmt.Sprintf("file=%s,if=none,id=disk%ddrv,format=%s", p, i, o.disk),
+				"-device", fmt.Sprintf("virtio-blk-pci,drive=disk%ddrv,id=disk%d", i, i))
+		}
+		if out, err := exec.Command("qemu-img", "create", "-q", "-f", o.disk, p, o.diskSize).CombinedOutput(); err != nil {
+			t.Fatalf("create disk: %v: %s", err, out)
+		}
 	}
 	l.mac = newMAC("e2")
 	cfg := bmcsim.QEMUConfig{
-		Dir: filepath.Join(dir, "vm"), UEFI: o.uefi, MAC: l.mac, Disk: disk,
+		Dir: filepath.Join(dir, "vm"), UEFI: o.uefi, MAC: l.mac, Disk: disk, ExtraArgs: extra,
 		BootFile: "http://10.0.2.2:" + portOf(l.addr) + "/boot/boot.ipxe",
 		HostFwd:  []string{"tcp:127.0.0.1:" + l.agentFw + "-" + o.guestIP + ":9999"},
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),

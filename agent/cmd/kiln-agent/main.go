@@ -22,6 +22,7 @@ import (
 
 	"github.com/kilnhq/kiln/agent"
 	_ "github.com/kilnhq/kiln/agent/coreos" // install_coreos deploy step (Metal3's CoreOS installs)
+	"github.com/kilnhq/kiln/agent/efi"
 	"github.com/kilnhq/kiln/agent/hwmgr"
 	"github.com/kilnhq/kiln/agent/inventory"
 	"github.com/kilnhq/kiln/agent/netconf"
@@ -57,12 +58,24 @@ func main() {
 
 	if safety.InRamdisk {
 		loadModules(ctx, log)
+		// install_bootloader writes UEFI boot entries through efivarfs,
+		// a module the ramdisk's init could not mount before it loaded.
+		if ok, err := efi.Mount(""); err != nil {
+			log.Warn("UEFI variables unavailable", "err", err)
+		} else if ok {
+			log.Info("efivarfs mounted")
+		}
 	}
 
+	sw := raid.New(raid.Options{Log: log})
+	if safety.InRamdisk {
+		// Arrays built by an earlier clean: the image goes to the array.
+		sw.Assemble(ctx)
+	}
 	hw := hwmgr.New(hwmgr.Options{Log: log})
 	deps := agent.Deps{Log: log, Ring: ring, Safety: safety,
 		WriteImage: hw.WriteImage,
-		Steps:      append(hw.Steps(), raid.New(raid.Options{Log: log}).Steps()...),
+		Steps:      append(hw.Steps(), sw.Steps()...),
 		Inventory: func(ctx context.Context) (any, error) {
 			return inventory.Collect(ctx, inventory.Options{BootIF: cfg.BootIF, CollectLLDP: cfg.CollectLLDP, AllowLoop: safety.Allow, Logger: log})
 		},

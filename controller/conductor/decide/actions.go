@@ -147,6 +147,22 @@ type AgentPowerOff struct{ Timeout time.Duration }
 // and records them (best effort).
 type AgentPartitionUUIDs struct{}
 
+// AgentInstallBootloader has the agent install the deployed image's boot
+// loader (image.install_bootloader) and waits for it to end. The partition
+// UUIDs come from what AgentPartitionUUIDs recorded just before: the root
+// (unless RootUUID names it) and, with SendESP, the EFI system partition.
+// NeedRoot skips the call when no root UUID is known. SoftwareRAID is
+// Ironic's flag for a node whose root is an md array; the agent finds the
+// array's members itself.
+type AgentInstallBootloader struct {
+	RootUUID       string
+	SendESP        bool
+	NeedRoot       bool
+	TargetBootMode string // "" lets the agent use the mode it booted in
+	SoftwareRAID   bool
+	OnError        OnError
+}
+
 // AgentFinalizeRescue hands the rescue password to the agent.
 type AgentFinalizeRescue struct {
 	Password string
@@ -180,32 +196,33 @@ type Wake struct{ At time.Time }
 // or read); the answer, failed or not, is ManagementAnswered.
 type ManagementCall struct{ Request proto.ManagementRequest }
 
-func (Update) isAction()              {}
-func (History) isAction()             {}
-func (SetPower) isAction()            {}
-func (SetBootDevice) isAction()       {}
-func (PrepareRamdisk) isAction()      {}
-func (CleanUpRamdisk) isAction()      {}
-func (PrepareInstance) isAction()     {}
-func (Validate) isAction()            {}
-func (ReadPower) isAction()           {}
-func (Inspect) isAction()             {}
-func (ReadInventory) isAction()       {}
-func (StoreInventory) isAction()      {}
-func (EndAllocation) isAction()       {}
-func (CreatePorts) isAction()         {}
-func (FakeDeploy) isAction()          {}
-func (AgentGetSteps) isAction()       {}
-func (BuildImageArgs) isAction()      {}
-func (AgentCommands) isAction()       {}
-func (AgentExecute) isAction()        {}
-func (AgentPowerOff) isAction()       {}
-func (AgentPartitionUUIDs) isAction() {}
-func (AgentFinalizeRescue) isAction() {}
-func (DriverStep) isAction()          {}
-func (ManagementCall) isAction()      {}
-func (SetSecureBoot) isAction()       {}
-func (RefreshHardware) isAction()     {}
+func (Update) isAction()                 {}
+func (History) isAction()                {}
+func (SetPower) isAction()               {}
+func (SetBootDevice) isAction()          {}
+func (PrepareRamdisk) isAction()         {}
+func (CleanUpRamdisk) isAction()         {}
+func (PrepareInstance) isAction()        {}
+func (Validate) isAction()               {}
+func (ReadPower) isAction()              {}
+func (Inspect) isAction()                {}
+func (ReadInventory) isAction()          {}
+func (StoreInventory) isAction()         {}
+func (EndAllocation) isAction()          {}
+func (CreatePorts) isAction()            {}
+func (FakeDeploy) isAction()             {}
+func (AgentGetSteps) isAction()          {}
+func (BuildImageArgs) isAction()         {}
+func (AgentCommands) isAction()          {}
+func (AgentExecute) isAction()           {}
+func (AgentPowerOff) isAction()          {}
+func (AgentPartitionUUIDs) isAction()    {}
+func (AgentFinalizeRescue) isAction()    {}
+func (AgentInstallBootloader) isAction() {}
+func (DriverStep) isAction()             {}
+func (ManagementCall) isAction()         {}
+func (SetSecureBoot) isAction()          {}
+func (RefreshHardware) isAction()        {}
 
 // ErrorRule is how the executor treats a failure of a: Ignore, or end the
 // list and report ActionFailed.
@@ -238,6 +255,8 @@ func ErrorRule(a Action) OnError {
 	case AgentExecute:
 		return a.OnError
 	case AgentFinalizeRescue:
+		return a.OnError
+	case AgentInstallBootloader:
 		return a.OnError
 	case DriverStep:
 		return a.OnError

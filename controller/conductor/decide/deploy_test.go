@@ -148,7 +148,7 @@ func TestWriteImageDoneRunsTheConductorsStepsToActive(t *testing.T) {
 	acts := Step(in, AgentCommandsRead{Kind: proto.StepDeploy, Commands: succeeded(proto.StepDeploy, in.State.Steps[0])})
 	want(t, acts,
 		"move resume",
-		"agent partition uuids", "prepare instance", // prepare_instance_boot
+		"agent partition uuids", "agent install bootloader", "prepare instance", // prepare_instance_boot
 		"agent power off", "power off", // tear_down_agent
 		"power on", // boot_instance
 		"move done")

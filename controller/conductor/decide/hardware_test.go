@@ -158,7 +158,10 @@ func TestSecureBootFollowsTheNodesCapability(t *testing.T) {
 		in := deploying(t, "direct")
 		secure(in.Node)
 		acts := conductorStep(in, proto.StepCall{Step: proto.Step{Step: "prepare_instance_boot", Interface: "deploy"}})
-		want(t, acts, "agent partition uuids", "prepare instance", "secure boot true")
+		want(t, acts, "agent partition uuids", "agent install bootloader", "prepare instance", "secure boot true")
+		if bl := find[AgentInstallBootloader](t, acts); bl.TargetBootMode != "uefi" {
+			t.Errorf("install_bootloader for %q, want uefi: secure boot needs it", bl.TargetBootMode)
+		}
 	})
 	t.Run("on when servicing boots the instance again", func(t *testing.T) {
 		n := secure(node(proto.StateServiceWait, proto.StateActive))

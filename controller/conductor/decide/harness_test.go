@@ -112,6 +112,8 @@ func words(acts []Action) []string {
 			w = "agent partition uuids"
 		case AgentFinalizeRescue:
 			w = "agent finalize rescue"
+		case AgentInstallBootloader:
+			w = "agent install bootloader"
 		case DriverStep:
 			w = "driver step " + stepLabel(a.Step)
 		case ManagementCall:

@@ -232,6 +232,7 @@ func conductorStep(in Input, s proto.StepCall) []Action {
 		var acts []Action
 		if in.Deploy.WritesImage {
 			acts = append(acts, AgentPartitionUUIDs{})
+			acts = append(acts, installBootloader(in, onErr)...)
 		}
 		// The boot interface makes the disk the boot device.
 		acts = append(acts, PrepareInstance{OnError: onErr})
