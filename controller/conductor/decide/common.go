@@ -84,7 +84,12 @@ func power(target proto.PowerState, onErr OnError) []Action {
 func agentURL(in Input) string { return in.State.Agent.URL }
 
 // startRamdisk boots the agent: the boot interface prepares the ramdisk and
-// the machine is (re)started; the caller then waits for its heartbeat.
+// the machine is rebooted (powered on if the BMC says it is off), as Ironic
+// does; the caller then waits for its heartbeat. The recorded power state
+// does not choose between the two: it is stale after a conductor died
+// between a power-on and its record, and a "power on" of a machine already
+// on would leave running the agent whose token power() wipes, refused
+// until the call-back timeout.
 func startRamdisk(in Input, kernelArgs map[string]string) ([]Action, error) {
 	n := in.Node
 	// A bad document would boot a host that never reaches us: refuse now.
@@ -93,12 +98,8 @@ func startRamdisk(in Input, kernelArgs map[string]string) ([]Action, error) {
 	}
 	args := map[string]string{"ipa-api-url": in.Config.APIURL}
 	maps.Copy(args, kernelArgs)
-	target := proto.PowerRebooting
-	if n.PowerState == nil || *n.PowerState != proto.PowerOn {
-		target = proto.PowerOn
-	}
 	acts := []Action{PrepareRamdisk{KernelArgs: args, OnError: OnError{Prefix: "Failed to prepare node " + n.UUID + " to boot the agent ramdisk: "}}}
-	return append(acts, power(target, OnError{})...), nil
+	return append(acts, power(proto.PowerRebooting, OnError{})...), nil
 }
 
 // bootRamdiskThenWait boots the agent and moves the node to its wait state.
