@@ -29,12 +29,12 @@ func TestWakerPostgres(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	type heard struct{ who, payload string }
-	got := make(chan heard, 16)
+	type note struct{ who, payload string }
+	got := make(chan note, 16)
 	errs := make(chan error, 3)
 	ready := make(chan string, 3)
 	listen := func(w Waker, who, conductor string) {
-		errs <- w.Listen(ctx, conductor, func() { ready <- who }, func(p string) { got <- heard{who, p} })
+		errs <- w.Listen(ctx, conductor, func() { ready <- who }, func(p string) { got <- note{who, p} })
 	}
 	go listen(listenA, "A/c2", "c2")
 	go listen(listenA, "A/c3", "c3")
@@ -48,32 +48,33 @@ func TestWakerPostgres(t *testing.T) {
 			t.Fatal("listeners not ready after a minute")
 		}
 	}
+	// Each listener hears its notifications in commit order; listeners
+	// are not ordered among themselves. So: one to A's c2, one to A's c3,
+	// then a last one to B's c2, sent after the first was committed. Had
+	// the first reached B's channel, B would hear it before the last.
 	if err := sendA.Wake(ctx, "c2", "au1\nwu2\n"); err != nil {
 		t.Fatal(err)
 	}
-	// A marker to c3 after it: once it arrived, the first one (sent
-	// before, on the same connection) has been delivered everywhere it
-	// was going to be.
 	if err := sendA.Wake(ctx, "c3", "marker"); err != nil {
 		t.Fatal(err)
 	}
-	var heardBy []string
-	for done := false; !done; {
+	if err := listenB.Wake(ctx, "c2", "only-b"); err != nil {
+		t.Fatal(err)
+	}
+	heard := map[string][]string{}
+	for len(heard) < 3 {
 		select {
 		case h := <-got:
-			heardBy = append(heardBy, h.who+"="+h.payload)
-			done = h.who == "A/c3"
+			heard[h.who] = append(heard[h.who], h.payload)
 		case <-time.After(time.Minute):
-			t.Fatalf("heard after a minute: %q", heardBy)
+			t.Fatalf("heard after a minute: %q", heard)
 		}
 	}
-	if want := []string{"A/c2=au1\nwu2\n", "A/c3=marker"}; strings.Join(heardBy, "|") != strings.Join(want, "|") {
-		t.Errorf("heard %q, want %q", heardBy, want)
-	}
-	select {
-	case h := <-got:
-		t.Errorf("more heard: %+v", h)
-	default:
+	want := map[string][]string{"A/c2": {"au1\nwu2\n"}, "A/c3": {"marker"}, "B/c2": {"only-b"}}
+	for who, p := range want {
+		if strings.Join(heard[who], "|") != strings.Join(p, "|") {
+			t.Errorf("%s heard %q, want %q", who, heard[who], p)
+		}
 	}
 	if err := sendA.Wake(ctx, "c2", strings.Repeat("x", WakePayloadMax+1)); err == nil {
 		t.Error("an oversized payload was sent")
