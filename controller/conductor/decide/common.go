@@ -39,6 +39,17 @@ func TimeoutReason(in Input) string {
 		}
 		return ""
 	}
+	if issued := in.State.Agent.TokenIssued; !issued.IsZero() {
+		// The agent looked up and runs: its heartbeat timeout applies, as
+		// after a heartbeat. Ironic waits for the call-back timeout here,
+		// but an agent whose lookup answer (with its token) was lost can
+		// never heartbeat.
+		if in.Now.Sub(issued) <= in.Config.AgentHeartbeatTimeout {
+			return ""
+		}
+		return fmt.Sprintf("The agent on node %s looked up %s ago and has not heartbeated since, more than the %s heartbeat timeout, while the node was in %s: the lookup's answer, which carried its token, was probably lost",
+			n.UUID, in.Now.Sub(issued).Round(time.Second), in.Config.AgentHeartbeatTimeout, n.ProvisionState)
+	}
 	if n.ProvisionUpdatedAt != nil && in.Now.Sub(n.ProvisionUpdatedAt.Time) > in.Config.CallbackTimeout {
 		return fmt.Sprintf("Timeout reached while waiting for callback for node %s: no agent heartbeat within %s in %s",
 			n.UUID, in.Config.CallbackTimeout, n.ProvisionState)
