@@ -57,6 +57,31 @@ func TimeoutReason(in Input) string {
 	return ""
 }
 
+// lostLookup reports whether the agent looked up, was not heard from within
+// its heartbeat timeout, and the wait is still within the call-back timeout:
+// then the agent is booted again rather than the flow failed.
+func lostLookup(in Input) bool {
+	a, n := in.State.Agent, in.Node
+	return !a.TokenIssued.IsZero() && a.LastHeartbeat.IsZero() && in.Now.Sub(a.TokenIssued) > in.Config.AgentHeartbeatTimeout &&
+		(n.ProvisionUpdatedAt == nil || in.Now.Sub(n.ProvisionUpdatedAt.Time) <= in.Config.CallbackTimeout)
+}
+
+// rebootAgent boots the agent of a waiting node again, with the kernel
+// arguments its flow booted it with; the wait goes on (its call-back
+// timeout still runs from its start) and the new agent's lookup gets a
+// new token (power wipes the old).
+func rebootAgent(in Input, reason string) []Action {
+	var args map[string]string
+	if in.Node.ProvisionState == proto.StateInspectWait {
+		args = inspectionArgs(in)
+	}
+	acts, err := startRamdisk(in, args)
+	if err != nil {
+		return fail(in, err.Error())
+	}
+	return append([]Action{History{Severity: "WARNING", Event: reason + "; booting the agent again"}}, acts...)
+}
+
 // fail ends the running flow in its failed state with last_error = msg, in
 // one change, and records the failure in the history.
 func fail(in Input, msg string) []Action {

@@ -30,7 +30,7 @@ func TestWaitTimeouts(t *testing.T) {
 		// after issuing the token) leaves an agent that cannot heartbeat:
 		// the heartbeat timeout runs from the lookup, not the call-back
 		// timeout from the boot.
-		{"looked up, not heard from within the heartbeat timeout", 5 * time.Minute, 0, false,
+		{"looked up, not heard from, past the call-back timeout", 31 * time.Minute, 0, false,
 			"The agent on node " + nodeID + " looked up 1m1s ago and has not heartbeated since", 61 * time.Second},
 		{"looked up recently", 5 * time.Minute, 0, false, "", 30 * time.Second},
 		{"looked up, then heard from", 5 * time.Minute, 30 * time.Second, false, "", 10 * time.Minute},
@@ -65,6 +65,39 @@ func TestWaitTimeouts(t *testing.T) {
 				wantState(t, got, w.failed, tc.wantError)
 			})
 		}
+	}
+}
+
+// TestALostLookupBootsTheAgentAgain: within the call-back timeout, an
+// agent that looked up and was never heard from is booted again (with its
+// flow's kernel arguments), the wait going on, so that its next lookup
+// gets a new token; the wait is found again by the scan after that.
+func TestALostLookupBootsTheAgentAgain(t *testing.T) {
+	for _, w := range waits {
+		t.Run(string(w.wait), func(t *testing.T) {
+			n := node(w.wait, w.target)
+			n.ProvisionUpdatedAt = &proto.Time{Time: t0.Add(-5 * time.Minute)}
+			s := flowstate.State{Agent: flowstate.Agent{Token: "tok", TokenIssued: t0.Add(-61 * time.Second)}}
+			in := input(t, n, s, "direct")
+			ev, ok := Classify(in).(Timeout)
+			if !ok || !ev.Reboot {
+				t.Fatalf("event %#v, want a timeout that reboots", Classify(in))
+			}
+			acts := Step(in, ev)
+			want(t, acts, "history WARNING", "prepare ramdisk", "rebooting")
+			_, inspect := find[PrepareRamdisk](t, acts).KernelArgs["ipa-inspection-callback-url"]
+			if inspect != (w.wait == proto.StateInspectWait) {
+				t.Errorf("inspection callback in the kernel args: %v, want %v", inspect, w.wait == proto.StateInspectWait)
+			}
+			got, fs := after(t, in, acts)
+			wantState(t, got, w.wait, "")
+			if fs.Agent.Token != "" || !fs.Agent.TokenIssued.IsZero() {
+				t.Errorf("agent %+v: want the lost token wiped", fs.Agent)
+			}
+			if reason := TimeoutReason(Input{Node: got, State: fs, Now: in.Now, Config: in.Config}); reason != "" {
+				t.Errorf("after the reboot the wait times out at once: %s", reason)
+			}
+		})
 	}
 }
 
