@@ -64,7 +64,7 @@ func giveToken(n *proto.Node) string {
 		return proto.MaskedToken
 	}
 	t := agentclient.NewToken()
-	fs.Agent.Token = t
+	fs.Agent.Token, fs.Agent.TokenIssued = t, time.Now()
 	flowstate.Write(n, fs, flowstate.PartAgent)
 	return t
 }

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kilnhq/kiln/controller/inspectrules"
@@ -59,6 +60,9 @@ type Config struct {
 	// AgentHeartbeatTimeout is handed to agents (lookup's heartbeat_timeout);
 	// an agent heartbeats every 0.3–0.6 of it [60s].
 	AgentHeartbeatTimeout time.Duration
+	// Peers carries wake-ups to the other controllers sharing the store
+	// (store.WakerOf); nil: none, their scans find the nodes.
+	Peers store.Waker
 	// InspectionRules run on every node whose in-band inspection finishes
 	// (see inspectionrules.go); nil: none.
 	InspectionRules *inspectrules.Set
@@ -122,6 +126,10 @@ type Conductor struct {
 	wakes wakes
 	alloc *allocator
 
+	// wake-ups for nodes other conductors own (peerwake.go).
+	peerWakes                                          chan peerWake
+	peerWakesSent, peerWakesReceived, peerWakesDropped atomic.Uint64
+
 	hwState // node BIOS/firmware records (hwsteps.go)
 }
 
@@ -137,6 +145,9 @@ func New(cfg Config) *Conductor {
 		queue:  make(chan string, 65536),
 		agents: make(chan string, 65536),
 		lat:    &latencies{},
+	}
+	if cfg.Peers != nil {
+		c.peerWakes = make(chan peerWake, 65536)
 	}
 	c.power = newPowerSync(c)
 	c.alloc = newAllocator(c)
@@ -175,6 +186,9 @@ func (c *Conductor) Run(ctx context.Context) error {
 	loops := []func(context.Context){c.heartbeatLoop, c.peersLoop, c.scanLoop, c.alloc.loop}
 	if c.cfg.PowerSyncInterval > 0 {
 		loops = append(loops, c.power.loop)
+	}
+	if c.cfg.Peers != nil {
+		loops = append(loops, c.forwardLoop, c.listenLoop)
 	}
 	for _, loop := range loops {
 		wg.Add(1)

@@ -53,32 +53,39 @@ type roundResult struct {
 	Missed     int // nodes left for the next round by the budget
 }
 
+// syncTarget is a node a round reads: its UUID and its BMC's key.
+type syncTarget struct {
+	UUID string
+	bmc  string
+}
+
 // bmcBatch is the nodes of one round behind one BMC, read in order.
 type bmcBatch struct {
 	key   string
-	nodes []*proto.Node
+	nodes []syncTarget
 }
 
-// bmcKey names the BMC that answers for n, so that nodes sharing one (a
+// bmcKey names the BMC that answers for node uuid, from its driver_info
+// addresses (store.PowerSyncAddressKeys), so that nodes sharing one (a
 // chassis manager, a simulator) are paced together. Without an address
 // each node is its own BMC.
-func bmcKey(n *proto.Node) string {
-	for _, k := range []string{"redfish_address", "ipmi_address", "bmc_address"} {
-		if s, ok := n.DriverInfo[k].(string); ok && strings.TrimSpace(s) != "" {
-			return k + "=" + strings.ToLower(strings.TrimSpace(s))
+func bmcKey(uuid string, addrs [3]string) string {
+	for i, a := range addrs {
+		if a = strings.TrimSpace(a); a != "" {
+			return store.PowerSyncAddressKeys[i] + "=" + strings.ToLower(a)
 		}
 	}
-	return "node=" + n.UUID
+	return "node=" + uuid
 }
 
 // planRound groups nodes by BMC, keeping their order, and puts first the
 // BMCs that hold a node the previous round missed.
-func planRound(nodes []*proto.Node, missed map[string]bool) []bmcBatch {
+func planRound(nodes []syncTarget, missed map[string]bool) []bmcBatch {
 	idx := map[string]int{}
 	var batches []bmcBatch
 	first := map[string]bool{}
 	for _, n := range nodes {
-		k := bmcKey(n)
+		k := n.bmc
 		i, ok := idx[k]
 		if !ok {
 			i = len(batches)
@@ -94,7 +101,7 @@ func planRound(nodes []*proto.Node, missed map[string]bool) []bmcBatch {
 	for _, b := range batches {
 		if first[b.key] {
 			// Within the BMC too, the missed nodes go first.
-			var head, tail []*proto.Node
+			var head, tail []syncTarget
 			for _, n := range b.nodes {
 				if missed[n.UUID] {
 					head = append(head, n)
@@ -126,21 +133,34 @@ func (c *Conductor) syncDue(n *proto.Node) bool {
 	return !(n.PowerState == nil && n.ProvisionState == proto.StateEnroll)
 }
 
+// due lists the nodes a round reads: syncDue's test on what the store
+// selects by column, no node decoded. syncNode tests the node itself
+// again under its reservation.
+func (p *powerSync) due(ctx context.Context) ([]syncTarget, error) {
+	c := p.c
+	rows, err := c.st.PowerSyncNodes(ctx, c.cfg.Group)
+	if err != nil {
+		return nil, err
+	}
+	var due []syncTarget
+	for _, r := range rows {
+		if !state.IsStable(r.ProvisionState) || (r.PowerState == "" && r.ProvisionState == proto.StateEnroll) || !c.owns(r.UUID) {
+			continue
+		}
+		due = append(due, syncTarget{UUID: r.UUID, bmc: bmcKey(r.UUID, r.BMC)})
+	}
+	return due, nil
+}
+
 // round reads back the power state of every due node, within the budget.
 func (p *powerSync) round(ctx context.Context) roundResult {
 	c := p.c
-	nodes, err := c.st.ListNodes(ctx, store.NodeQuery{})
+	due, err := p.due(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			c.log.Warn("power state sync: list nodes", "err", err)
 		}
 		return roundResult{}
-	}
-	var due []*proto.Node
-	for _, n := range nodes {
-		if n.Reservation == nil && c.syncDue(n) {
-			due = append(due, n)
-		}
 	}
 	p.mu.Lock()
 	plan := planRound(due, p.missed)

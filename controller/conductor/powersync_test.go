@@ -101,28 +101,33 @@ func addNodes(t *testing.T, st store.Store, hw string, n int, bmc func(i int) st
 	return uuids
 }
 
+// nodeBMC is n's BMC key, as the store's columns give it to a round.
+func nodeBMC(n *proto.Node) string {
+	var addrs [3]string
+	for i, k := range store.PowerSyncAddressKeys {
+		addrs[i], _ = n.DriverInfo[k].(string)
+	}
+	return bmcKey(n.UUID, addrs)
+}
+
 func TestPlanRound(t *testing.T) {
-	node := func(id, addr string) *proto.Node {
-		n := &proto.Node{UUID: id, DriverInfo: proto.Dict{}}
-		if addr != "" {
-			n.DriverInfo["redfish_address"] = addr
-		}
-		return n
+	node := func(id, addr string) syncTarget {
+		return syncTarget{UUID: id, bmc: bmcKey(id, [3]string{addr})}
 	}
 	a1, a2, b1, c1, d1 := node("a1", "10.0.0.1"), node("a2", "10.0.0.1"), node("b1", "10.0.0.2"), node("c1", ""), node("d1", "")
 	for _, tc := range []struct {
 		name   string
-		nodes  []*proto.Node
+		nodes  []syncTarget
 		missed []string
 		want   [][]string
 	}{
-		{"one batch per BMC, in order", []*proto.Node{a1, b1, a2, c1, d1}, nil,
+		{"one batch per BMC, in order", []syncTarget{a1, b1, a2, c1, d1}, nil,
 			[][]string{{"a1", "a2"}, {"b1"}, {"c1"}, {"d1"}}},
-		{"address case and spaces name one BMC", []*proto.Node{a1, node("a3", " 10.0.0.1 ")}, nil,
+		{"address case and spaces name one BMC", []syncTarget{a1, node("a3", " 10.0.0.1 ")}, nil,
 			[][]string{{"a1", "a3"}}},
-		{"missed BMCs first", []*proto.Node{a1, b1, a2, c1, d1}, []string{"d1", "b1"},
+		{"missed BMCs first", []syncTarget{a1, b1, a2, c1, d1}, []string{"d1", "b1"},
 			[][]string{{"b1"}, {"d1"}, {"a1", "a2"}, {"c1"}}},
-		{"missed node first within its BMC", []*proto.Node{a1, b1, a2}, []string{"a2"},
+		{"missed node first within its BMC", []syncTarget{a1, b1, a2}, []string{"a2"},
 			[][]string{{"a2", "a1"}, {"b1"}}},
 		{"nothing due", nil, []string{"a1"}, nil},
 	} {
@@ -221,15 +226,15 @@ func TestPowerSyncUnderReservation(t *testing.T) {
 		if err != nil {
 			return "", err
 		}
-		key := bmcKey(n)
+		key := nodeBMC(n)
 		mu.Lock()
 		if cur.Reservation != nil {
 			reserved[n.UUID] = *cur.Reservation
 		}
 		inFlight[key]++
 		maxPer = max(maxPer, inFlight[key])
-		if len(inFlight) == 2 && inFlight[bmcKey(&proto.Node{DriverInfo: proto.Dict{"redfish_address": "10.0.1.0"}})] > 0 &&
-			inFlight[bmcKey(&proto.Node{DriverInfo: proto.Dict{"redfish_address": "10.0.1.1"}})] > 0 {
+		if len(inFlight) == 2 && inFlight[nodeBMC(&proto.Node{DriverInfo: proto.Dict{"redfish_address": "10.0.1.0"}})] > 0 &&
+			inFlight[nodeBMC(&proto.Node{DriverInfo: proto.Dict{"redfish_address": "10.0.1.1"}})] > 0 {
 			bothOnce.Do(func() { close(both) })
 		}
 		mu.Unlock()

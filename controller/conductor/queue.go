@@ -16,10 +16,13 @@ const (
 )
 
 // Notify asks for node uuid to be looked at now (a request was recorded).
-// Nodes owned by another conductor are left to it.
+// A node owned by another conductor is left to it, woken through the
+// store where it carries wake-ups (peerwake.go).
 func (c *Conductor) Notify(uuid string) {
 	if c.owns(uuid) {
 		c.enqueue(uuid, laneWork)
+	} else {
+		c.forward(uuid, laneWork)
 	}
 }
 
@@ -28,6 +31,8 @@ func (c *Conductor) Notify(uuid string) {
 func (c *Conductor) NotifyAgent(uuid string) {
 	if c.owns(uuid) {
 		c.enqueue(uuid, laneAgent)
+	} else {
+		c.forward(uuid, laneAgent)
 	}
 }
 

@@ -20,6 +20,7 @@ const (
 	keyServiceSteps      = "kiln_service_steps"
 	keyProgress          = "kiln_progress"
 	keyImageArgs         = "kiln_image_args"
+	keyTokenIssued       = "kiln_agent_token_issued_at"
 	keyLastBMCCheck      = proto.InfoLastBMCCheck
 	keyManagementRequest = proto.InfoManagementRequest
 	keyManagementResult  = proto.InfoManagementResult
@@ -75,6 +76,7 @@ var fields = []field{
 	str(proto.InfoAgentToken, func(s *State) *string { return &s.Agent.Token }),
 	flag(proto.InfoAgentTokenPregen, func(s *State) *bool { return &s.Agent.TokenPregenerated }),
 	stamp(proto.InfoAgentLastHeartbeat, func(s *State) *time.Time { return &s.Agent.LastHeartbeat }),
+	stamp(keyTokenIssued, func(s *State) *time.Time { return &s.Agent.TokenIssued }),
 	jsonMap(proto.InfoCachedCleanSteps, func(s *State) *map[string][]proto.Step { return &s.CachedCleanSteps }),
 	jsonMap(proto.InfoCachedDeploySteps, func(s *State) *map[string][]proto.Step { return &s.CachedDeploySteps }),
 	jsonMap(proto.InfoCachedServiceSteps, func(s *State) *map[string][]proto.Step { return &s.CachedServiceSteps }),
@@ -163,6 +165,7 @@ func Encode(s State) proto.Dict {
 var partOf = map[string]Part{
 	proto.InfoAgentURL: PartAgent, proto.InfoAgentVersion: PartAgent, proto.InfoAgentVerifyCA: PartAgent,
 	proto.InfoAgentToken: PartAgent, proto.InfoAgentTokenPregen: PartAgent, proto.InfoAgentLastHeartbeat: PartAgent,
+	keyTokenIssued:    PartAgent,
 	proto.InfoRequest: PartWork, proto.InfoBootDevice: PartWork, proto.InfoBootDevicePending: PartWork,
 	proto.InfoPowerTimeout: PartWork, proto.InfoHeartbeatPending: PartWork, proto.InfoInspectionPending: PartWork,
 	keyManagementRequest: PartWork, keyManagementResult: PartWork,

@@ -92,6 +92,11 @@ type Agent struct {
 	// changes).
 	Token             string
 	TokenPregenerated bool
+	// TokenIssued is when a lookup gave the agent its token. The agent
+	// heartbeats at once after a lookup, so from then on its heartbeat
+	// timeout runs: a lookup whose answer was lost (the controller that
+	// served it died) leaves an agent that can never heartbeat.
+	TokenIssued time.Time
 }
 
 // Request is a provision request on its way from the API to the conductor.

@@ -57,6 +57,11 @@ func WaitOf(n *proto.Node) Wait {
 	if !fs.Agent.LastHeartbeat.IsZero() {
 		return Wait{LastHeartbeat: fs.Agent.LastHeartbeat}
 	}
+	if !fs.Agent.TokenIssued.IsZero() {
+		// Looked up, not heard from since: the heartbeat timeout runs
+		// from the lookup (see flowstate.Agent.TokenIssued).
+		return Wait{LastHeartbeat: fs.Agent.TokenIssued}
+	}
 	if n.ProvisionUpdatedAt != nil {
 		return Wait{Since: n.ProvisionUpdatedAt.Time}
 	}

@@ -58,6 +58,9 @@ func TestWaitOf(t *testing.T) {
 		{"not a wait", node(proto.StateActive, heard), nodework.Wait{}},
 		{"a wait without a heartbeat runs from its start", node(proto.StateCleanWait, nil), nodework.Wait{Since: t0}},
 		{"a wait with a heartbeat runs from it", node(proto.StateDeployWait, heard), nodework.Wait{LastHeartbeat: t0.Add(time.Minute)}},
+		{"a wait looked up, not heard from, runs from the lookup", node(proto.StateDeployWait, flow(func(s *flowstate.State) {
+			s.Agent.Token, s.Agent.TokenIssued = "tok", t0.Add(2*time.Minute)
+		})), nodework.Wait{LastHeartbeat: t0.Add(2 * time.Minute)}},
 		{"maintenance never times out", node(proto.StateDeployWait, func(n *proto.Node) { n.Maintenance = true }), nodework.Wait{}},
 		{"no start recorded", node(proto.StateRescueWait, func(n *proto.Node) { n.ProvisionUpdatedAt = nil }), nodework.Wait{}},
 	} {
@@ -76,6 +79,7 @@ func TestAgreesWithDecide(t *testing.T) {
 			t.Errorf("%q: nodework.IsWait %v, decide.IsWait %v", s, nodework.IsWait(s), decide.IsWait(s))
 		}
 		for _, edit := range []func(n *proto.Node){nil, flow(func(st *flowstate.State) { st.Agent.LastHeartbeat = t0 }),
+			flow(func(st *flowstate.State) { st.Agent.Token, st.Agent.TokenIssued = "tok", t0.Add(30*time.Minute) }),
 			func(n *proto.Node) { n.Maintenance = true }} {
 			n := node(s, edit)
 			fs, _ := flowstate.Of(n)

@@ -89,6 +89,9 @@ type Store interface {
 	// NodesWithWork lists, by index and without reading documents, the
 	// free nodes a conductor's scan should look at (see WorkQuery).
 	NodesWithWork(ctx context.Context, q WorkQuery) ([]string, error)
+	// PowerSyncNodes lists the nodes of a conductor group whose power
+	// state a sync round may read back, without decoding them.
+	PowerSyncNodes(ctx context.Context, conductorGroup string) ([]PowerSyncNode, error)
 
 	// Reserve takes the node's reservation for conductor, atomically, when it
 	// is free or held by a conductor that is not alive (not registered, or no

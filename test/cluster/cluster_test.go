@@ -327,3 +327,55 @@ func BenchmarkEnrollToActive1000(b *testing.B) {
 		p.Stop()
 	}
 }
+
+// TestPeerWakesOwner: on PostgreSQL, a request recorded by one controller
+// for a node another owns wakes the owner at once (LISTEN/NOTIFY). Both
+// controllers scan once an hour, and the requests are sent only after each
+// has done its scan of listening, so no scan can find them: every node
+// owned by c2 moves only because c1 woke c2.
+func TestPeerWakesOwner(t *testing.T) {
+	db := pgtest.DSN(t)
+	args := func(name string) []string {
+		return []string{"--conductor", name, "--conductor-heartbeat-interval", "500ms", "--conductor-dead-after", "3s",
+			"--conductor-scan-interval", "1h", "--power-sync-interval", "0", "--log-level", "info"}
+	}
+	c1 := kilnproc.Start(t, kilnBin, db, args("c1")...)
+	c2 := kilnproc.Start(t, kilnBin, db, args("c2")...)
+	uuids := enroll(t, c1.URL, 16, "0")
+
+	// Wait (condition polling; the deadline is only a safety net) until
+	// each ring holds both and each listens.
+	deadline := time.Now().Add(60 * time.Second)
+	for _, p := range []*kilnproc.Proc{c1, c2} {
+		for {
+			logs := p.Logs()
+			if strings.Contains(logs, `members="[c1 c2]"`) && strings.Contains(logs, "listening for wake-ups from peer conductors") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: rings or listeners not ready after a minute", p.URL)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+
+	toState(t, []string{c1.URL}, uuids, "manage")
+	nodes := settle(t, []string{c1.URL}, uuids, 60*time.Second)
+	byC2 := 0
+	for _, u := range uuids {
+		if st := nodes[u]["provision_state"]; st != "manageable" {
+			t.Errorf("node %s is %v: %v", u, st, nodes[u]["last_error"])
+		}
+		// A manage records no history: the conductor's log names the
+		// nodes it started a flow on.
+		if strings.Contains(c2.Logs(), `msg="starting flow" conductor=c2 node=`+u) {
+			byC2++
+		}
+	}
+	// The ring gives c2 about half of the nodes; 16 nodes all on c1 would
+	// prove nothing.
+	if byC2 == 0 {
+		t.Fatalf("c2 acted on none of %d nodes: the test did not exercise a wake-up", len(uuids))
+	}
+	t.Logf("c2 acted on %d of %d nodes, all requested through c1", byC2, len(uuids))
+}

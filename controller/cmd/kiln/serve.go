@@ -52,6 +52,7 @@ type serveOptions struct {
 	agentLimit            ratelimit.Config
 	powerSyncWorkers      int
 	heartbeatInterval     time.Duration
+	scanInterval          time.Duration
 	deadAfter             time.Duration
 
 	bodyLimits map[string]int64
@@ -96,6 +97,7 @@ func newServeCmd() *cobra.Command {
 	f.DurationVar(&o.callbackTimeout, "callback-timeout", 30*time.Minute, "how long a node may wait for its agent's first heartbeat (deploy, clean, inspect)")
 	f.DurationVar(&o.agentHeartbeatTimeout, "agent-heartbeat-timeout", time.Minute, "heartbeat_timeout given to agents; a running agent silent this long fails its node")
 	f.DurationVar(&o.heartbeatInterval, "conductor-heartbeat-interval", 5*time.Second, "how often this conductor reports that it is alive")
+	f.DurationVar(&o.scanInterval, "conductor-scan-interval", time.Second, "how often the conductor looks for owned nodes with work it was not woken for (a lost wake-up, an expired wait)")
 	f.DurationVar(&o.deadAfter, "conductor-dead-after", 30*time.Second, "a conductor silent this long is dead: its nodes and reservations move to the others")
 	f.StringToInt64Var(&o.bodyLimits, "body-limit", nil, "largest request body in bytes per route class, e.g. provision=134217728 (classes: "+strings.Join(api.BodyLimitClasses(), ", ")+"; larger bodies get 413)")
 	f.StringVar(&o.bootDir, "boot-dir", "./out", "directory served at /boot/files/: the agent kernel and initramfs (kiln-agent.kernel, kiln-agent.initramfs) and ISOs")
@@ -192,6 +194,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		APIURL: o.apiURL, Log: log, Workers: o.workers, CallbackTimeout: o.callbackTimeout,
 		AgentHeartbeatTimeout: o.agentHeartbeatTimeout, PowerSyncInterval: o.powerSyncInterval, PowerSyncWorkers: o.powerSyncWorkers,
 		HeartbeatInterval: o.heartbeatInterval, InspectionRules: rules,
+		ScanInterval: o.scanInterval, Peers: store.WakerOf(st),
 	})
 	condCtx, stopConductor := context.WithCancel(driver.WithBMCObserver(context.Background(), met))
 	condDone := make(chan error, 1)

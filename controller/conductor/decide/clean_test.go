@@ -25,7 +25,7 @@ func TestAutomatedCleaningBootsTheAgent(t *testing.T) {
 	n, s := requested(t, proto.StateManageable, proto.NoState, proto.VerbProvide)
 	in := input(t, n, s, "direct")
 	acts := Step(in, Classify(in))
-	want(t, acts, "prepare ramdisk", "power on", "move wait")
+	want(t, acts, "prepare ramdisk", "rebooting", "move wait")
 	got, fs := after(t, in, acts)
 	wantState(t, got, proto.StateCleanWait, "")
 	if fs.ManualCleanSteps != nil {
@@ -160,7 +160,7 @@ func TestUndeployPowersOffThenCleans(t *testing.T) {
 	// The next decision is the cleaning: automated, to available.
 	in = input(t, got, fs, "direct")
 	acts = Step(in, Classify(in))
-	want(t, acts, "prepare ramdisk", "power on", "move wait")
+	want(t, acts, "prepare ramdisk", "rebooting", "move wait")
 	if got, _ := after(t, in, acts); *got.TargetProvisionState != proto.StateAvailable {
 		t.Errorf("target %s, want available", *got.TargetProvisionState)
 	}

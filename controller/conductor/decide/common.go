@@ -39,11 +39,47 @@ func TimeoutReason(in Input) string {
 		}
 		return ""
 	}
+	if issued := in.State.Agent.TokenIssued; !issued.IsZero() {
+		// The agent looked up and runs: its heartbeat timeout applies, as
+		// after a heartbeat. Ironic waits for the call-back timeout here,
+		// but an agent whose lookup answer (with its token) was lost can
+		// never heartbeat.
+		if in.Now.Sub(issued) <= in.Config.AgentHeartbeatTimeout {
+			return ""
+		}
+		return fmt.Sprintf("The agent on node %s looked up %s ago and has not heartbeated since, more than the %s heartbeat timeout, while the node was in %s: the lookup's answer, which carried its token, was probably lost",
+			n.UUID, in.Now.Sub(issued).Round(time.Second), in.Config.AgentHeartbeatTimeout, n.ProvisionState)
+	}
 	if n.ProvisionUpdatedAt != nil && in.Now.Sub(n.ProvisionUpdatedAt.Time) > in.Config.CallbackTimeout {
 		return fmt.Sprintf("Timeout reached while waiting for callback for node %s: no agent heartbeat within %s in %s",
 			n.UUID, in.Config.CallbackTimeout, n.ProvisionState)
 	}
 	return ""
+}
+
+// lostLookup reports whether the agent looked up, was not heard from within
+// its heartbeat timeout, and the wait is still within the call-back timeout:
+// then the agent is booted again rather than the flow failed.
+func lostLookup(in Input) bool {
+	a, n := in.State.Agent, in.Node
+	return !a.TokenIssued.IsZero() && a.LastHeartbeat.IsZero() && in.Now.Sub(a.TokenIssued) > in.Config.AgentHeartbeatTimeout &&
+		(n.ProvisionUpdatedAt == nil || in.Now.Sub(n.ProvisionUpdatedAt.Time) <= in.Config.CallbackTimeout)
+}
+
+// rebootAgent boots the agent of a waiting node again, with the kernel
+// arguments its flow booted it with; the wait goes on (its call-back
+// timeout still runs from its start) and the new agent's lookup gets a
+// new token (power wipes the old).
+func rebootAgent(in Input, reason string) []Action {
+	var args map[string]string
+	if in.Node.ProvisionState == proto.StateInspectWait {
+		args = inspectionArgs(in)
+	}
+	acts, err := startRamdisk(in, args)
+	if err != nil {
+		return fail(in, err.Error())
+	}
+	return append([]Action{History{Severity: "WARNING", Event: reason + "; booting the agent again"}}, acts...)
 }
 
 // fail ends the running flow in its failed state with last_error = msg, in
@@ -84,7 +120,12 @@ func power(target proto.PowerState, onErr OnError) []Action {
 func agentURL(in Input) string { return in.State.Agent.URL }
 
 // startRamdisk boots the agent: the boot interface prepares the ramdisk and
-// the machine is (re)started; the caller then waits for its heartbeat.
+// the machine is rebooted (powered on if the BMC says it is off), as Ironic
+// does; the caller then waits for its heartbeat. The recorded power state
+// does not choose between the two: it is stale after a conductor died
+// between a power-on and its record, and a "power on" of a machine already
+// on would leave running the agent whose token power() wipes, refused
+// until the call-back timeout.
 func startRamdisk(in Input, kernelArgs map[string]string) ([]Action, error) {
 	n := in.Node
 	// A bad document would boot a host that never reaches us: refuse now.
@@ -93,12 +134,8 @@ func startRamdisk(in Input, kernelArgs map[string]string) ([]Action, error) {
 	}
 	args := map[string]string{"ipa-api-url": in.Config.APIURL}
 	maps.Copy(args, kernelArgs)
-	target := proto.PowerRebooting
-	if n.PowerState == nil || *n.PowerState != proto.PowerOn {
-		target = proto.PowerOn
-	}
 	acts := []Action{PrepareRamdisk{KernelArgs: args, OnError: OnError{Prefix: "Failed to prepare node " + n.UUID + " to boot the agent ramdisk: "}}}
-	return append(acts, power(target, OnError{})...), nil
+	return append(acts, power(proto.PowerRebooting, OnError{})...), nil
 }
 
 // bootRamdiskThenWait boots the agent and moves the node to its wait state.

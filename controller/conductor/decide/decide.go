@@ -56,6 +56,9 @@ func Step(in Input, ev Event) []Action {
 	case OperatorRequest:
 		return startFlow(in, ev.Request)
 	case Timeout:
+		if ev.Reboot {
+			return rebootAgent(in, ev.Reason)
+		}
 		return fail(in, ev.Reason)
 	case Heartbeat:
 		return heartbeat(in, ev.At)
@@ -106,7 +109,7 @@ func Classify(in Input) Event {
 		return OperatorRequest{Request: *s.Request}
 	}
 	if reason := TimeoutReason(in); reason != "" {
-		return Timeout{Reason: reason}
+		return Timeout{Reason: reason, Reboot: lostLookup(in)}
 	}
 	switch n.ProvisionState {
 	case proto.StateCleanWait, proto.StateDeployWait, proto.StateServiceWait, proto.StateRescueWait:

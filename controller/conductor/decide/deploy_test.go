@@ -26,7 +26,7 @@ func TestDirectDeployBootsTheAgentAndWaitsForIt(t *testing.T) {
 	n, s := deployable(t)
 	in := input(t, n, s, "direct")
 	acts := Step(in, Classify(in))
-	want(t, acts, "prepare ramdisk", "power on", "move wait")
+	want(t, acts, "prepare ramdisk", "rebooting", "move wait")
 	if args := find[PrepareRamdisk](t, acts).KernelArgs; args["ipa-api-url"] != testConfig.APIURL {
 		t.Errorf("kernel args %v, want ipa-api-url %s", args, testConfig.APIURL)
 	}
@@ -42,6 +42,27 @@ func TestARunningMachineIsRebootedIntoTheAgent(t *testing.T) {
 	on := proto.PowerOn
 	n.PowerState = &on
 	want(t, Step(input(t, n, s, "direct"), OperatorRequest{Request: *s.Request}), "prepare ramdisk", "rebooting", "move wait")
+}
+
+// A conductor killed after it powered a machine on for the agent, and
+// before it recorded that, leaves the node recorded off with the agent
+// running. The conductor that redoes the deploy must restart the machine:
+// a "power on" would change nothing at the BMC, and the running agent,
+// whose token the boot wipes, would have its heartbeats refused until the
+// call-back timeout (the node stuck in the PostgreSQL kill run).
+func TestAMachineRecordedOffIsStillRebootedIntoTheAgent(t *testing.T) {
+	off, on := proto.PowerOff, proto.PowerOn
+	for _, recorded := range []*proto.PowerState{nil, &off, &on} {
+		n, s := deployable(t)
+		n.PowerState = recorded
+		s = withAgent(s) // the agent the dead conductor booted
+		in := input(t, n, s, "direct")
+		acts := Step(in, OperatorRequest{Request: *s.Request})
+		want(t, acts, "prepare ramdisk", "rebooting", "move wait")
+		if _, fs := after(t, in, acts); fs.Agent.Token != "" || fs.Agent.URL != "" {
+			t.Errorf("recorded power %v: agent %+v kept across the reboot", recorded, fs.Agent)
+		}
+	}
 }
 
 func TestDirectDeployWithoutAnImageFailsBeforeBooting(t *testing.T) {
@@ -225,7 +246,7 @@ func TestARunningStepsProgressIsRecordedOnlyWhenItChanges(t *testing.T) {
 func TestCustomAgentWithoutDeployStepsWarnsAndPlansNoImage(t *testing.T) {
 	n, s := requested(t, proto.StateAvailable, proto.NoState, proto.VerbActive)
 	in := input(t, n, s, "custom-agent")
-	want(t, Step(in, OperatorRequest{Request: *s.Request}), "history WARNING", "prepare ramdisk", "power on", "move wait")
+	want(t, Step(in, OperatorRequest{Request: *s.Request}), "history WARNING", "prepare ramdisk", "rebooting", "move wait")
 	plan, _ := Plan(input(t, node(proto.StateDeployWait, proto.StateActive), flowstate.State{}, "custom-agent"), proto.StepDeploy, agentSteps(agentDeploySteps))
 	for _, s := range plan {
 		if s.Step.Step == "write_image" {
@@ -280,7 +301,7 @@ func TestRamdiskDeployBootsTheRamdiskAsTheInstance(t *testing.T) {
 	n, s := requested(t, proto.StateAvailable, proto.NoState, proto.VerbActive)
 	in := input(t, n, s, "ramdisk")
 	acts := Step(in, OperatorRequest{Request: *s.Request})
-	want(t, acts, "prepare ramdisk", "power on", "move done")
+	want(t, acts, "prepare ramdisk", "rebooting", "move done")
 	got, _ := after(t, in, acts)
 	wantState(t, got, proto.StateActive, "")
 }
@@ -294,10 +315,10 @@ func TestFakeDeployPowersOnAndIsActive(t *testing.T) {
 	wantState(t, got, proto.StateDeployFailed, "Deploy of node "+nodeID+" failed: configured failure")
 }
 
-func TestAFailedPowerOnNamesTheTargetAndTheNode(t *testing.T) {
+func TestAFailedRebootNamesTheTargetAndTheNode(t *testing.T) {
 	n, s := deployable(t)
 	in := input(t, n, s, "direct")
 	acts := Step(in, failedAt[SetPower](t, Step(in, OperatorRequest{Request: *s.Request}), "BMC busy"))
 	got, _ := after(t, in, acts)
-	wantState(t, got, proto.StateDeployFailed, "Failed to change power state to 'power on' for node "+nodeID+". Error: BMC busy")
+	wantState(t, got, proto.StateDeployFailed, "Failed to change power state to 'rebooting' for node "+nodeID+". Error: BMC busy")
 }

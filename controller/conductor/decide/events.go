@@ -25,7 +25,13 @@ type (
 	// InventoryDelivered says the agent posted its inventory.
 	InventoryDelivered struct{}
 	// Timeout is an expired wait for the agent.
-	Timeout struct{ Reason string }
+	// Reboot says the agent looked up and was never heard from, within
+	// the call-back timeout: its lookup answer (its token) was lost, and
+	// booting it again gets it a new one.
+	Timeout struct {
+		Reason string
+		Reboot bool
+	}
 	// Interrupted is a flow a conductor left between two of its steps.
 	Interrupted struct{}
 	// PowerRequested is a pending PUT …/states/power.

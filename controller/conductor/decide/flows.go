@@ -127,7 +127,7 @@ func inspected(in Input, ev Inspected) []Action {
 			}),
 		}
 	}
-	args := map[string]string{"ipa-inspection-callback-url": strings.TrimSuffix(in.Config.APIURL, "/") + "/v1/continue_inspection"}
+	args := inspectionArgs(in)
 	now := proto.Time{Time: in.Now.UTC()}
 	// Forget an inventory of an earlier inspection before the machine
 	// boots: a fast agent posts its own before the wait is recorded, and
@@ -187,6 +187,11 @@ func startService(in Input, req flowstate.Request) []Action {
 		return []Action{FakeDeploy{OnError: OnError{Prefix: fmt.Sprintf("Servicing of node %s failed: ", n.UUID)}}, done(nil)}
 	}
 	return bootRamdiskThenWait(in, nil, func(_ *proto.Node, s *flowstate.State) { s.ServiceSteps = steps })
+}
+
+// inspectionArgs are the kernel arguments of an in-band inspection's agent.
+func inspectionArgs(in Input) map[string]string {
+	return map[string]string{"ipa-inspection-callback-url": strings.TrimSuffix(in.Config.APIURL, "/") + "/v1/continue_inspection"}
 }
 
 // startRescue boots the agent on an active node as a rescue system.

@@ -140,19 +140,19 @@ func TestSecureBootFollowsTheNodesCapability(t *testing.T) {
 	t.Run("off before cleaning", func(t *testing.T) {
 		n, s := requested(t, proto.StateManageable, proto.NoState, proto.VerbProvide)
 		in := input(t, secure(n), s, "direct")
-		want(t, Step(in, Classify(in)), "secure boot false", "prepare ramdisk", "power on", "move wait")
+		want(t, Step(in, Classify(in)), "secure boot false", "prepare ramdisk", "rebooting", "move wait")
 		got, _ := after(t, in, Step(in, failedAt[SetSecureBoot](t, Step(in, Classify(in)), "no SecureBoot resource")))
 		wantState(t, got, proto.StateCleanFailed, "Cleaning of node "+nodeID+" failed: no SecureBoot resource")
 	})
 	t.Run("not asked, not touched", func(t *testing.T) {
 		n, s := requested(t, proto.StateManageable, proto.NoState, proto.VerbProvide)
 		in := input(t, n, s, "direct")
-		want(t, Step(in, Classify(in)), "prepare ramdisk", "power on", "move wait")
+		want(t, Step(in, Classify(in)), "prepare ramdisk", "rebooting", "move wait")
 	})
 	t.Run("on before a ramdisk instance boots", func(t *testing.T) {
 		n, s := requested(t, proto.StateAvailable, proto.NoState, proto.VerbActive)
 		in := input(t, secure(n), s, "ramdisk")
-		want(t, Step(in, Classify(in)), "secure boot true", "prepare ramdisk", "power on", "move done")
+		want(t, Step(in, Classify(in)), "secure boot true", "prepare ramdisk", "rebooting", "move done")
 	})
 	t.Run("on after the instance's boot is prepared", func(t *testing.T) {
 		in := deploying(t, "direct")

@@ -35,7 +35,7 @@ func TestInBandInspectionBootsTheAgentWithTheCallbackURL(t *testing.T) {
 	n, s := requested(t, proto.StateManageable, proto.NoState, proto.VerbInspect)
 	in := input(t, n, s, "direct")
 	acts := Step(in, Inspected{Async: true})
-	want(t, acts, "prepare ramdisk", "power on", "move wait")
+	want(t, acts, "prepare ramdisk", "rebooting", "move wait")
 	if u := find[PrepareRamdisk](t, acts).KernelArgs["ipa-inspection-callback-url"]; u != "http://kiln:6385/v1/continue_inspection" {
 		t.Errorf("callback URL %q", u)
 	}

@@ -22,7 +22,7 @@ func TestRescueBootsTheAgent(t *testing.T) {
 	n, s := rescuable(t, "s3cret")
 	in := input(t, n, s, "direct")
 	acts := Step(in, Classify(in))
-	want(t, acts, "prepare ramdisk", "power on", "move wait")
+	want(t, acts, "prepare ramdisk", "rebooting", "move wait")
 	got, _ := after(t, in, acts)
 	wantState(t, got, proto.StateRescueWait, "")
 }

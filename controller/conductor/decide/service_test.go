@@ -24,7 +24,7 @@ func TestServiceBootsTheAgentWithTheStepsRecorded(t *testing.T) {
 	s.Request.ServiceSteps = []proto.StepCall{firmwareStep}
 	in := input(t, n, s, "direct")
 	acts := Step(in, OperatorRequest{Request: *s.Request})
-	want(t, acts, "prepare ramdisk", "power on", "move wait")
+	want(t, acts, "prepare ramdisk", "rebooting", "move wait")
 	got, fs := after(t, in, acts)
 	wantState(t, got, proto.StateServiceWait, "")
 	if len(fs.ServiceSteps) != 1 {
