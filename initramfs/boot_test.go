@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -147,7 +146,7 @@ func buildImages(ctx context.Context, t *testing.T, dir string) (kernel, initrd 
 
 func run(ctx context.Context, t *testing.T, dir string, env []string, name string, args ...string) {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, name, args...)
+	cmd := testtool.Command(ctx, name, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	start := time.Now()
@@ -296,8 +295,7 @@ func runQEMU(ctx context.Context, t *testing.T, args []string) *console {
 		"-machine", "q35", "-cpu", "max", "-smp", "2", "-m", "512",
 		"-nographic", "-monitor", "none", "-no-reboot",
 	}, args...)
-	cmd := exec.CommandContext(ctx, "qemu-system-x86_64", argv...)
-	cmd.WaitDelay = 5 * time.Second
+	cmd := testtool.Command(ctx, "qemu-system-x86_64", argv...)
 	pr, pw := io.Pipe()
 	cmd.Stdout = pw
 	cmd.Stderr = pw
