@@ -64,7 +64,14 @@ inputs() {
 			echo "$gptmbr"
 			command -v syslinux
 		} | LC_ALL=C sort -u | while read -r f; do
-			sha256sum "$f"
+			# Named relative to the kernel directory or the repository, so
+			# that another clone or kernel directory shares the entry.
+			case $f in
+			"$kdir"/*) name=kernel/${f#"$kdir"/} ;;
+			"$root"/*) name=${f#"$root"/} ;;
+			*) name=$f ;;
+			esac
+			echo "$(sha256sum <"$f" | cut -d' ' -f1) $name"
 		done
 	} | sha256sum | cut -d' ' -f1
 }

@@ -18,8 +18,9 @@ import (
 
 // TestMkimageCache: mkimage.sh builds an image once per set of inputs.
 // Two builds started together into an empty cache leave one complete entry
-// and no temporaries, and both hand out that entry's images; a third build
-// is served from the cache; a changed kernel is a new entry. The kernel
+// and no temporaries, and both hand out that entry's images; a third build,
+// from a copy of the kernel directory, is served from the cache; a changed
+// kernel is a new entry. The kernel
 // and modules are stand-in bytes: mkimage.sh copies them, never runs them.
 func TestMkimageCache(t *testing.T) {
 	testtool.Need(t, "go", "cpio", "gzip", "objcopy", "mkfs.vfat", "mmd", "mcopy", "syslinux", "sgdisk", "mkfs.ext4", "qemu-img", "zstd")
@@ -68,9 +69,14 @@ func TestMkimageCache(t *testing.T) {
 		t.Errorf("the two concurrent builds handed out different images: %s and %s", want, got)
 	}
 
+	// The same kernel files in another directory: the same entry.
+	kdir2 := t.TempDir()
+	if err := os.CopyFS(kdir2, os.DirFS(kdir)); err != nil {
+		t.Fatal(err)
+	}
 	out := t.TempDir()
-	if log := mkimage(t, kdir, out, cache); !strings.Contains(log, "(cached: ") {
-		t.Errorf("third build was not served from the cache:\n%s", log)
+	if log := mkimage(t, kdir2, out, cache); !strings.Contains(log, "(cached: ") {
+		t.Errorf("third build (the kernel copied to another directory) was not served from the cache:\n%s", log)
 	}
 	if got := checkImages(t, out); got != want {
 		t.Errorf("the cached build's qcow2 is %s, want the stored %s", got, want)
