@@ -74,7 +74,11 @@ name=$(basename "$agent")
 	-files "$mdadm:usr/sbin/mdadm" \
 	$pkgs "$agent")
 
+# Written under a name of its own and renamed: a concurrent build of the same
+# OUTPUT (a shared cache) never sees a half-written file, nor removes ours.
 mkdir -p "$(dirname "$output")"
-zstd -q -f -T0 "-${ZSTD_LEVEL:-19}" "$work/initramfs.cpio" -o "$output.tmp"
-mv "$output.tmp" "$output"
+tmp=$(mktemp "$(dirname "$output")/.$(basename "$output").XXXXXX")
+zstd -q -f -T0 "-${ZSTD_LEVEL:-19}" "$work/initramfs.cpio" -o "$tmp" || { rm -f "$tmp"; exit 1; }
+chmod 644 "$tmp"
+mv "$tmp" "$output"
 echo "build.sh: $output: $(stat -c %s "$output") bytes (cpio $(stat -c %s "$work/initramfs.cpio"))" >&2

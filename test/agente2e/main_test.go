@@ -8,6 +8,7 @@ package agente2e
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -38,11 +39,14 @@ func TestMain(m *testing.M) {
 	}
 	kilnBin = bin
 	agentBin = filepath.Join(filepath.Dir(bin), "kiln-agent")
-	cmd := exec.Command("go", "build", "-o", agentBin, "github.com/kilnhq/kiln/agent/cmd/kiln-agent")
+	ctx, cancel := testtool.WithTimeout(context.Background(), "build", testtool.BuildTimeout)
+	cmd := testtool.Command(ctx, "go", "build", "-o", agentBin, "github.com/kilnhq/kiln/agent/cmd/kiln-agent")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build kiln-agent:", err)
+	err = cmd.Run()
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "build kiln-agent:", testtool.Why(ctx, err))
 		cleanup()
 		os.Exit(1)
 	}

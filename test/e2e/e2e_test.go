@@ -7,11 +7,12 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kilnhq/kiln/internal/testtool"
 )
 
 // setImage points instance_info at an image on the image server.
@@ -193,12 +194,14 @@ func TestUEFIVirtualMedia(t *testing.T) {
 	l := newLab(t, "vmedia", labOpts{uefi: true})
 	defer l.summary()
 	iso := "agent-" + l.name + ".iso"
-	cmd := exec.Command(filepath.Join(repoRoot, "test/e2e/mkagentiso.sh"),
+	ctx, cancel := testtool.WithTimeout(t.Context(), "build", testtool.BuildTimeout)
+	defer cancel()
+	cmd := testtool.Command(ctx, filepath.Join(repoRoot, "test/e2e/mkagentiso.sh"),
 		filepath.Join(repoRoot, "out/kiln-agent.kernel"), filepath.Join(repoRoot, "out/kiln-agent.initramfs"),
 		filepath.Join(imageDir, iso),
 		"console=ttyS0,115200n8 ipa-api-url=http://10.0.2.2:"+portOf(l.addr)+" ipa-advertise-host=127.0.0.1 ipa-advertise-port="+l.agentFw)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build the agent ISO: %v: %s", err, out)
+		t.Fatalf("build the agent ISO: %v: %s", testtool.Why(ctx, err), out)
 	}
 	l.enrollWith("redfish-virtual-media", false, map[string]any{"deploy_iso": l.images.HostURL + "/" + iso})
 	l.provision("manage", nil)

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/kilnhq/kiln/internal/syspath"
+	"github.com/kilnhq/kiln/internal/testtool"
 	"github.com/kilnhq/kiln/test/bmcsim"
 	"github.com/kilnhq/kiln/test/kilnproc"
 )
@@ -68,10 +69,13 @@ func run(m *testing.M) int {
 	imageDir = dir
 	start := time.Now()
 	for _, id := range []string{"good", "broken"} {
-		cmd := exec.Command(filepath.Join(repoRoot, "test/e2e/mkimage.sh"), filepath.Join(repoRoot, "out/kernel"), dir, id)
+		ctx, cancel := testtool.WithTimeout(context.Background(), "build", testtool.BuildTimeout)
+		cmd := testtool.Command(ctx, filepath.Join(repoRoot, "test/e2e/mkimage.sh"), filepath.Join(repoRoot, "out/kernel"), dir, id)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fmt.Println("e2e: build test image:", err)
+		err := cmd.Run()
+		cancel()
+		if err != nil {
+			fmt.Println("e2e: build test image:", testtool.Why(ctx, err))
 			return 1
 		}
 	}

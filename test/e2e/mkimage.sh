@@ -12,6 +12,15 @@
 # block modules; kernel argument kiln.e2e.image=IMAGE_ID names the image in
 # the marker line it prints. Needs: go, cpio, gzip, mtools, dosfstools, gdisk,
 # binutils (objcopy), syslinux + syslinux-common, systemd-boot-efi, qemu-utils, zstd.
+#
+# The images are cached by their inputs in $KILN_CACHE/e2e-images/<hash>/
+# (default ${XDG_CACHE_HOME:-$HOME/.cache}/kiln): the hash covers this
+# script, IMAGE_ID, deployedos's Go sources, go.mod/go.sum, the Go version,
+# the kernel and the modules copied, the UKI stub, gptmbr.bin and syslinux.
+# A cached build is copied into OUTDIR; a new one is built in a temporary
+# directory and renamed into the cache whole, so concurrent builds never see
+# a half-written image. Entries unused for 14 days are removed.
+# KILN_IMAGE_CACHE=0 builds without the cache.
 set -eu
 # sgdisk, mkfs.vfat and friends are in /usr/sbin or /sbin, off a normal user's PATH.
 PATH=$PATH:/usr/sbin:/sbin
@@ -26,6 +35,60 @@ gptmbr=${GPTMBR:-/usr/lib/syslinux/mbr/gptmbr.bin}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 kdir=$(cd "$kdir" && pwd)
+modules="virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci virtio_blk"
+files="$id.raw $id.qcow2 $id.raw.zst"
+
+# copy_out DIR: the images and their .sha256 files from DIR into OUTDIR.
+copy_out() {
+	for f in $files; do
+		cp --sparse=always "$1/$f" "$out/$f.tmp" && mv "$out/$f.tmp" "$out/$f"
+		cp "$1/$f.sha256" "$out/$f.sha256"
+	done
+	echo "mkimage.sh: $out/$id.{raw,qcow2,raw.zst}: $(stat -c %s "$out/$id.qcow2") bytes qcow2, $(stat -c %s "$out/$id.raw.zst") bytes zst${2:-}" >&2
+}
+
+# inputs: one hash over everything the images are built from.
+inputs() {
+	tmpl='{{if and .Module .Module.Main}}{{$d := .Dir}}{{range .GoFiles}}{{$d}}/{{.}}{{"\n"}}{{end}}{{range .EmbedFiles}}{{$d}}/{{.}}{{"\n"}}{{end}}{{end}}'
+	{
+		echo "id=$id"
+		(cd "$root" && go env GOVERSION)
+		{
+			(cd "$root" && CGO_ENABLED=0 go list -deps -f "$tmpl" ./test/e2e/deployedos)
+			echo "$root/go.mod"
+			echo "$root/go.sum"
+			echo "$root/test/e2e/mkimage.sh"
+			echo "$kdir/vmlinuz"
+			for m in $modules; do echo "$kdir/modules/$m.ko"; done
+			echo "$stub"
+			echo "$gptmbr"
+			command -v syslinux
+		} | LC_ALL=C sort -u | while read -r f; do
+			# Named relative to the kernel directory or the repository, so
+			# that another clone or kernel directory shares the entry.
+			case $f in
+			"$kdir"/*) name=kernel/${f#"$kdir"/} ;;
+			"$root"/*) name=${f#"$root"/} ;;
+			*) name=$f ;;
+			esac
+			echo "$(sha256sum <"$f" | cut -d' ' -f1) $name"
+		done
+	} | sha256sum | cut -d' ' -f1
+}
+
+entry=""
+if [ "${KILN_IMAGE_CACHE:-1}" != 0 ]; then
+	cache=${KILN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kiln}/e2e-images
+	mkdir -p "$cache"
+	entry=$cache/$(inputs)
+	if [ -f "$entry/.done" ]; then
+		touch "$entry"
+		copy_out "$entry" " (cached: $entry)"
+		exit 0
+	fi
+	find "$cache" -mindepth 1 -maxdepth 1 -type d -mtime +14 -exec rm -rf {} + 2>/dev/null || :
+fi
+
 work=$(mktemp -d "${TMPDIR:-/tmp}/kiln-e2e-image.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
@@ -34,7 +97,7 @@ stage=$work/stage
 mkdir -p "$stage/lib/kiln/modules"
 (cd "$root" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$stage/init" ./test/e2e/deployedos)
 : >"$stage/lib/kiln/modules/order"
-for m in virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci virtio_blk; do
+for m in $modules; do
 	cp "$kdir/modules/$m.ko" "$stage/lib/kiln/modules/"
 	echo "$m.ko" >>"$stage/lib/kiln/modules/order"
 done
@@ -90,8 +153,20 @@ dd if="$gptmbr" of="$img" bs=440 count=1 conv=notrunc status=none
 # 5. The formats the tests deploy.
 qemu-img convert -f raw -O qcow2 "$img" "$work/$id.qcow2"
 zstd -q -f -T0 -10 "$img" -o "$work/$id.raw.zst"
-for f in "$id.raw" "$id.qcow2" "$id.raw.zst"; do
-	mv "$work/$f" "$out/$f"
-	sha256sum "$out/$f" | cut -d' ' -f1 >"$out/$f.sha256"
+built=$work/built
+mkdir "$built"
+for f in $files; do
+	mv "$work/$f" "$built/$f"
+	sha256sum "$built/$f" | cut -d' ' -f1 >"$built/$f.sha256"
 done
-echo "mkimage.sh: $out/$id.{raw,qcow2,raw.zst}: $(stat -c %s "$out/$id.qcow2") bytes qcow2, $(stat -c %s "$out/$id.raw.zst") bytes zst" >&2
+touch "$built/.done"
+if [ -n "$entry" ]; then
+	# Into the cache whole: a rename onto the entry fails when another build
+	# finished first, and then its images are used and these dropped.
+	new=$(mktemp -d "$cache/.new.XXXXXX")
+	mv "$built"/* "$built/.done" "$new/"
+	mv -T "$new" "$entry" 2>/dev/null || rm -rf "$new"
+	[ -f "$entry/.done" ] || { echo "mkimage.sh: $entry: not complete after rename" >&2; exit 1; }
+	built=$entry
+fi
+copy_out "$built"

@@ -13,6 +13,7 @@ package ironicinterop
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -27,6 +28,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kilnhq/kiln/internal/testtool"
 	"github.com/kilnhq/kiln/test/kilnproc"
 )
 
@@ -54,11 +56,14 @@ func TestMain(m *testing.M) {
 	}
 	if skipReason == "" {
 		agentBin = filepath.Join(dir, "kiln-agent")
-		cmd := exec.Command("go", "build", "-o", agentBin, "github.com/kilnhq/kiln/agent/cmd/kiln-agent")
+		ctx, cancel := testtool.WithTimeout(context.Background(), "build", testtool.BuildTimeout)
+		cmd := testtool.Command(ctx, "go", "build", "-o", agentBin, "github.com/kilnhq/kiln/agent/cmd/kiln-agent")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "build kiln-agent:", err)
+		err := cmd.Run()
+		cancel()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "build kiln-agent:", testtool.Why(ctx, err))
 			os.RemoveAll(dir)
 			os.Exit(1)
 		}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/kilnhq/kiln/agent/disk"
+	"github.com/kilnhq/kiln/internal/testtool"
 )
 
 const loopSize = 256 << 20
@@ -419,10 +420,12 @@ func partitionImage(t *testing.T) string {
 		t.Fatal(err)
 	}
 	stub := filepath.Join(root, "usr", "sbin", "grub-install")
-	cmd := exec.Command("go", "build", "-o", stub, src)
+	ctx, cancel := testtool.WithTimeout(t.Context(), "build", testtool.BuildTimeout)
+	defer cancel()
+	cmd := testtool.Command(ctx, "go", "build", "-o", stub, src)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build the grub stand-in: %v\n%s", err, out)
+		t.Fatalf("build the grub stand-in: %v\n%s", testtool.Why(ctx, err), out)
 	}
 	if err := os.Link(stub, filepath.Join(root, "usr", "sbin", "grub-mkconfig")); err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ package kilnproc
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
@@ -18,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kilnhq/kiln/internal/testtool"
 )
 
 // Build compiles kiln into a temporary directory; call the returned cleanup
@@ -28,11 +31,13 @@ func Build() (bin string, cleanup func(), err error) {
 		return "", nil, err
 	}
 	bin = filepath.Join(dir, "kiln")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/kilnhq/kiln/controller/cmd/kiln")
+	ctx, cancel := testtool.WithTimeout(context.Background(), "build", testtool.BuildTimeout)
+	defer cancel()
+	cmd := testtool.Command(ctx, "go", "build", "-o", bin, "github.com/kilnhq/kiln/controller/cmd/kiln")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		os.RemoveAll(dir)
-		return "", nil, fmt.Errorf("build kiln: %w", err)
+		return "", nil, fmt.Errorf("build kiln: %w", testtool.Why(ctx, err))
 	}
 	return bin, func() { os.RemoveAll(dir) }, nil
 }
