@@ -280,7 +280,7 @@ func dhcpProvision(t *testing.T, name, mode string, uefi bool, firstFirmware, im
 	defer l.summary()
 	// The agent advertises its own lease: the controller reaches it on
 	// the bridge, no port forward.
-	l.enrollWith("ipxe", true, map[string]any{"kernel_append_params": ""})
+	l.enrollWith("ipxe", true, map[string]any{"kernel_append_params": guestKernelArgs})
 
 	start := time.Now()
 	l.provision("manage", nil)

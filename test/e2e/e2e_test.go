@@ -199,7 +199,7 @@ func TestUEFIVirtualMedia(t *testing.T) {
 	cmd := testtool.Command(ctx, filepath.Join(repoRoot, "test/e2e/mkagentiso.sh"),
 		filepath.Join(repoRoot, "out/kiln-agent.kernel"), filepath.Join(repoRoot, "out/kiln-agent.initramfs"),
 		filepath.Join(imageDir, iso),
-		"console=ttyS0,115200n8 ipa-api-url=http://10.0.2.2:"+portOf(l.addr)+" ipa-advertise-host=127.0.0.1 ipa-advertise-port="+l.agentFw)
+		"console=ttyS0,115200n8 "+guestKernelArgs+" ipa-api-url=http://10.0.2.2:"+portOf(l.addr)+" ipa-advertise-host=127.0.0.1 ipa-advertise-port="+l.agentFw)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build the agent ISO: %v: %s", testtool.Why(ctx, err), out)
 	}
