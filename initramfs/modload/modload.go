@@ -65,6 +65,10 @@ func ReadOrder(r io.Reader) ([]string, error) {
 // crypto module on a CPU without the feature) does not stop the others: Load
 // logs it and returns all failures joined, after trying every module. It
 // returns the names of the modules that loaded.
+//
+// A module whose init answers ENODEV is not a failure: that is how a module
+// says the machine has nothing for it (efivarfs on a machine booted by BIOS,
+// a driver without its hardware), so Load logs it as absent and goes on.
 func Load(ctx context.Context, log *slog.Logger, dir string, insert InsertFunc) ([]string, error) {
 	if insert == nil {
 		insert = FinitModule
@@ -83,18 +87,25 @@ func Load(ctx context.Context, log *slog.Logger, dir string, insert InsertFunc) 
 	}
 	var loaded []string
 	var errs []error
+	absent := 0
 	for _, name := range names {
 		if err := ctx.Err(); err != nil {
 			return loaded, errors.Join(append(errs, err)...)
 		}
-		if err := insertFile(filepath.Join(dir, name), insert); err != nil {
+		err := insertFile(filepath.Join(dir, name), insert)
+		if errors.Is(err, unix.ENODEV) {
+			log.Info("kernel module has nothing to drive here", "module", name)
+			absent++
+			continue
+		}
+		if err != nil {
 			log.Warn("load kernel module", "module", name, "err", err)
 			errs = append(errs, fmt.Errorf("load module %s: %w", name, err))
 			continue
 		}
 		loaded = append(loaded, name)
 	}
-	log.Info("kernel modules loaded", "loaded", len(loaded), "failed", len(errs))
+	log.Info("kernel modules loaded", "loaded", len(loaded), "absent", absent, "failed", len(errs))
 	return loaded, errors.Join(errs...)
 }
 

@@ -3,6 +3,7 @@ package modload
 import (
 	"context"
 	"errors"
+	"golang.org/x/sys/unix"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -36,11 +37,11 @@ func TestReadOrder(t *testing.T) {
 
 func TestLoadOrderAndFailures(t *testing.T) {
 	dir := t.TempDir()
-	order := "a.ko\nbad.ko\nmissing.ko\nb.ko\n"
+	order := "a.ko\nbad.ko\nmissing.ko\nnodev.ko\nb.ko\n"
 	if err := os.WriteFile(filepath.Join(dir, "order"), []byte(order), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range []string{"a.ko", "bad.ko", "b.ko"} {
+	for _, n := range []string{"a.ko", "bad.ko", "b.ko", "nodev.ko"} {
 		if err := os.WriteFile(filepath.Join(dir, n), []byte(n), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -49,13 +50,16 @@ func TestLoadOrderAndFailures(t *testing.T) {
 	errBad := errors.New("exec format error")
 	insert := func(f *os.File) error {
 		seen = append(seen, filepath.Base(f.Name()))
-		if filepath.Base(f.Name()) == "bad.ko" {
+		switch filepath.Base(f.Name()) {
+		case "bad.ko":
 			return errBad
+		case "nodev.ko":
+			return unix.ENODEV // nothing here for it to drive: absent, not failed
 		}
 		return nil
 	}
 	loaded, err := Load(context.Background(), nil, dir, insert)
-	if !reflect.DeepEqual(seen, []string{"a.ko", "bad.ko", "b.ko"}) {
+	if !reflect.DeepEqual(seen, []string{"a.ko", "bad.ko", "nodev.ko", "b.ko"}) {
 		t.Errorf("insert called for %q", seen)
 	}
 	if !reflect.DeepEqual(loaded, []string{"a.ko", "b.ko"}) {
@@ -63,6 +67,9 @@ func TestLoadOrderAndFailures(t *testing.T) {
 	}
 	if !errors.Is(err, errBad) || !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("err = %v, want both the insert failure and the missing file", err)
+	}
+	if errors.Is(err, unix.ENODEV) {
+		t.Errorf("err = %v: a module with nothing to drive (ENODEV) is absent, not a failure", err)
 	}
 }
 
