@@ -26,8 +26,14 @@ func TestARebootingOutOfBandStepWaitsForTheAgentToComeBack(t *testing.T) {
 	in := input(t, n, s, "direct")
 	in.DriverSteps = []proto.Step{biosApply, raidCreateStep}
 	acts := Step(in, AgentStepsListed{Kind: proto.StepClean, Result: agentCleanSteps, HeartbeatAt: t0})
-	// The step restarts the machine: nothing more goes to the agent now.
-	want(t, acts, "move resume", "driver step bios.apply_configuration", "move wait")
+	// The step restarts the machine, into the agent again (the ramdisk
+	// boot is prepared first): nothing more goes to the agent now.
+	want(t, acts, "move resume", "prepare ramdisk", "driver step bios.apply_configuration", "move wait")
+	for _, a := range acts {
+		if p, ok := a.(PrepareRamdisk); ok && p.KernelArgs["ipa-api-url"] != in.Config.APIURL {
+			t.Errorf("the ramdisk is prepared with %v, want ipa-api-url %s", p.KernelArgs, in.Config.APIURL)
+		}
+	}
 	got, fs := after(t, in, acts)
 	wantState(t, got, proto.StateCleanWait, "")
 	if fs.StepIndex != 1 || fs.StepSent || len(fs.Steps) != 2 {

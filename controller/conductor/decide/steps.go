@@ -177,14 +177,22 @@ func runSteps(in Input, kind proto.StepKind, hbAt time.Time) []Action {
 				cur = work
 			}
 			acts = append(acts, Update{Node: stepField(kind, stepDict(step))})
+			next := idx + 1
+			rebootsAgent := !deployOwn && step.RebootRequested && agentURL(in) != "" && next < len(s.Steps)
+			onErr := OnError{Prefix: fmt.Sprintf("%s step %s failed on node %s: ", stepKindTitle[kind], stepLabel(step), in.Node.UUID)}
+			if rebootsAgent {
+				// The step's reboot must come back into the agent, as
+				// Ironic's reboot_to_finish_step prepares the ramdisk boot
+				// first: a network boot is set for one boot only.
+				acts = append(acts, PrepareRamdisk{KernelArgs: map[string]string{"ipa-api-url": in.Config.APIURL}, OnError: onErr})
+			}
 			if deployOwn {
 				acts = append(acts, conductorStep(in, step)...)
 			} else {
-				acts = append(acts, DriverStep{Step: step, OnError: OnError{Prefix: fmt.Sprintf("%s step %s failed on node %s: ", stepKindTitle[kind], stepLabel(step), in.Node.UUID)}})
+				acts = append(acts, DriverStep{Step: step, OnError: onErr})
 			}
-			next := idx + 1
 			acts = append(acts, Update{Flow: func(s *flowstate.State) { s.StepIndex = next }})
-			if !deployOwn && step.RebootRequested && agentURL(in) != "" && next < len(s.Steps) {
+			if rebootsAgent {
 				// The step rebooted the machine, and the agent with it:
 				// the agent's next heartbeat (after its lookup) runs the
 				// next step.
