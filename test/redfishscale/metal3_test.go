@@ -1,7 +1,6 @@
 package redfishscale
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -14,6 +13,7 @@ import (
 	"github.com/kilnhq/kiln/test/bmcsim"
 	"github.com/kilnhq/kiln/test/fakeagent"
 	"github.com/kilnhq/kiln/test/kilnproc"
+	"github.com/kilnhq/kiln/test/phases"
 )
 
 // metal3Clean is the one manual clean baremetal-operator asks for when a
@@ -32,14 +32,6 @@ var metal3Clean = []map[string]any{
 		{"component": "bios", "url": "http://firmware.example/bios-9.8.7.bin"},
 		{"component": "bmc", "url": "http://firmware.example/bmc-6.5.4.bin"},
 	}}},
-}
-
-// phase is one stretch of the sequence as the API showed it: a provision
-// state and, while cleaning or deploying, the step running.
-type phase struct {
-	name     string
-	wall     time.Duration
-	requests uint64
 }
 
 // TestMetal3Sequence drives a redfish node of every simulator personality
@@ -127,7 +119,10 @@ func metal3Sequence(t *testing.T, p *kilnproc.Proc, personality string, index in
 		t.Fatalf("port: %d %v", code, out)
 	}
 
-	rec := recordPhases(t, p.URL, uuid, lab)
+	rec, err := phases.Record(http.DefaultClient, p.URL, uuid, func() uint64 { return lab.Requests()[0] })
+	if err != nil {
+		t.Fatal(err)
+	}
 	run := func(verb string, body map[string]any, want string) map[string]any {
 		t.Helper()
 		if body == nil {
@@ -222,14 +217,7 @@ func metal3Sequence(t *testing.T, p *kilnproc.Proc, personality string, index in
 		t.Errorf("the instance booted from %+v, want the disk", last)
 	}
 
-	var total time.Duration
-	var reqs uint64
-	for _, ph := range rec.stop() {
-		t.Logf("%-10s %-34s %8s %4d BMC requests", personality, ph.name, ph.wall.Round(time.Millisecond), ph.requests)
-		total += ph.wall
-		reqs += ph.requests
-	}
-	t.Logf("%-10s %-34s %8s %4d BMC requests", personality, "total", total.Round(time.Millisecond), reqs)
+	t.Logf("phases of the Metal3 sequence:\n%s", phases.Table(fmt.Sprintf("%-10s", personality), rec.Stop()))
 }
 
 // provision asks for verb and polls the node until it reaches want,
@@ -252,100 +240,6 @@ func provision(t *testing.T, base, uuid string, body map[string]any, want string
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// phaseRecorder follows one node's changes on GET /v1/events, which the
-// controller pushes as they are committed (none is missed, unlike by
-// polling), and notes with each the BMC's request count when it arrived.
-type phaseRecorder struct {
-	mu      sync.Mutex
-	samples []sample
-	resp    *http.Response
-	done    chan struct{}
-}
-
-type sample struct {
-	at       time.Time
-	requests uint64
-	label    string
-}
-
-func recordPhases(t *testing.T, base, uuid string, lab *bmcsim.Lab) *phaseRecorder {
-	t.Helper()
-	resp, err := http.Get(base + "/v1/events?node=" + uuid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != 200 {
-		resp.Body.Close()
-		t.Fatalf("GET /v1/events: %d", resp.StatusCode)
-	}
-	r := &phaseRecorder{resp: resp, done: make(chan struct{})}
-	go func() {
-		defer close(r.done)
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			data, ok := strings.CutPrefix(sc.Text(), "data: ")
-			if !ok {
-				continue
-			}
-			reqs := lab.Requests()[0]
-			var e struct {
-				ProvisionState string    `json:"provision_state"`
-				Step           string    `json:"step"`
-				Time           time.Time `json:"time"`
-			}
-			if json.Unmarshal([]byte(data), &e) != nil || e.ProvisionState == "" {
-				continue
-			}
-			r.mu.Lock()
-			r.samples = append(r.samples, sample{at: e.Time, requests: reqs, label: phaseLabel(e.ProvisionState, e.Step)})
-			r.mu.Unlock()
-		}
-	}()
-	return r
-}
-
-// stop ends the stream and returns the phases: a run of events with the
-// same label, timed from its first event to the next phase's first
-// (requests likewise). The stable states between requests are left out.
-func (r *phaseRecorder) stop() []phase {
-	r.resp.Body.Close()
-	<-r.done
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []phase
-	for i := 0; i < len(r.samples); {
-		j := i + 1
-		for j < len(r.samples) && r.samples[j].label == r.samples[i].label {
-			j++
-		}
-		if j < len(r.samples) && !stable[r.samples[i].label] {
-			out = append(out, phase{name: r.samples[i].label, wall: r.samples[j].at.Sub(r.samples[i].at),
-				requests: r.samples[j].requests - r.samples[i].requests})
-		}
-		i = j
-	}
-	return out
-}
-
-// stable are the states a node rests in between two requests.
-var stable = map[string]bool{"enroll": true, "manageable": true, "available": true, "active": true}
-
-// phaseLabel names a node's phase: its running step, prefixed by the kind
-// of flow, else its provision state.
-func phaseLabel(state, step string) string {
-	if step == "" {
-		return state
-	}
-	switch state {
-	case "cleaning", "clean wait":
-		return "clean " + step
-	case "deploying", "wait call-back":
-		return "deploy " + step
-	}
-	return state + " " + step
 }
 
 func biosValue(out map[string]any, name string) string {
