@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/kilnhq/kiln/agent/disk"
 	"github.com/kilnhq/kiln/agent/disk/fat"
 	"github.com/kilnhq/kiln/test/bmcsim"
+	"github.com/kilnhq/kiln/test/phases"
 )
 
 // TestSoftwareRAID1Root is a UEFI machine with two virtual disks whose
@@ -42,14 +44,45 @@ func TestSoftwareRAID1Root(t *testing.T) {
 	}}, nil)
 	l.provision("manage", nil)
 	l.waitState("manageable", time.Minute, nil)
+	bmcBefore := l.redfishFirmware("BMC")
 
+	// One manual clean as Metal3 asks for it: the RAID (built in band by
+	// the agent), a firmware update and BIOS settings (out of band, on the
+	// BMC). The firmware step (the BMC's image: a BMC reset, no reboot of
+	// the machine) goes before the BIOS one, whose reboot then ends the
+	// clean: BIOS first would reboot into the agent once more.
 	p := l.begin()
+	rec := l.recordPhases()
 	l.provision("clean", map[string]any{"clean_steps": []any{
 		map[string]any{"interface": "raid", "step": "delete_configuration"},
 		map[string]any{"interface": "raid", "step": "create_configuration"},
+		map[string]any{"interface": "firmware", "step": "update", "args": map[string]any{"settings": []any{
+			map[string]any{"component": "bmc", "url": "http://firmware.example/bmc-6.5.4.bin"}}}},
+		map[string]any{"interface": "bios", "step": "apply_configuration", "args": map[string]any{"settings": []any{
+			map[string]any{"name": "ProcVirtualization", "value": "Disabled"}}}},
 	}})
 	l.waitState("manageable", 5*time.Minute, p)
-	l.phaseTimings("clean (build RAID-1)", p, time.Now())
+	l.phaseTimings("clean (RAID-1, BMC firmware, BIOS)", p, time.Now())
+	l.t.Logf("clean phases:\n%s", phases.Table("raid1", rec.Stop()))
+	var bios struct {
+		Bios []struct{ Name, Value string }
+	}
+	l.api("GET", "/v1/nodes/"+l.node+"/bios", nil, &bios)
+	if got := l.redfishBIOS("ProcVirtualization"); got != "Disabled" || !slices.Contains(bios.Bios, struct{ Name, Value string }{"ProcVirtualization", "Disabled"}) {
+		t.Errorf("ProcVirtualization after the clean: BMC %q, /bios %+v", got, bios.Bios)
+	}
+	type component struct {
+		Component string `json:"component"`
+		Current   string `json:"current_version"`
+		Flashed   string `json:"last_version_flashed"`
+	}
+	var fw struct{ Firmware []component }
+	l.api("GET", "/v1/nodes/"+l.node+"/firmware", nil, &fw)
+	bmcNow := l.redfishFirmware("BMC")
+	if i := slices.IndexFunc(fw.Firmware, func(c component) bool { return c.Component == "bmc" }); i < 0 ||
+		fw.Firmware[i].Current != "6.5.4" || fw.Firmware[i].Flashed != "6.5.4" || bmcNow != "6.5.4" || bmcBefore == bmcNow {
+		t.Errorf("BMC firmware %s → %s on the BMC; /firmware %+v", bmcBefore, bmcNow, fw.Firmware)
+	}
 	var rc struct {
 		RAIDConfig struct {
 			LogicalDisks []struct {
