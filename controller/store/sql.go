@@ -260,12 +260,16 @@ func (s *sqlStore) GetNode(ctx context.Context, ident string) (*proto.Node, erro
 func (s *sqlStore) UpdateNode(ctx context.Context, ident string, fn func(n *proto.Node) error) (*proto.Node, error) {
 	var out *proto.Node
 	var mapped bool
-	// Both statements are prepared once on the writer: compiling this
-	// UPDATE of every column on each call was a fifth of the conductor's
-	// CPU in a fleet's provide phase.
-	get, update := s.preparedWrite(ctx, s.nodeByIdent(true)), s.preparedWrite(ctx, updateNodeQuery)
+	// The statements are prepared on the writer: compiling an UPDATE on
+	// each call was a fifth of the conductor's CPU in a fleet's provide
+	// phase. Which UPDATE (nodewrite.go) is known inside the transaction
+	// only, when the writer's one connection is taken: a column set met
+	// for the first time runs unprepared and is prepared after.
+	selectQuery := s.nodeSelectForUpdate()
+	get := s.preparedWrite(ctx, selectQuery)
+	var updateQuery string
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		id, n, err := s.getNodeTx(ctx, tx, get, ident)
+		id, stored, n, err := s.getNodeForUpdate(ctx, tx, get, selectQuery, ident)
 		if err != nil {
 			mapped = true
 			return err
@@ -285,7 +289,13 @@ func (s *sqlStore) UpdateNode(ctx context.Context, ident string, fn func(n *prot
 			mapped = true
 			return err
 		}
-		if _, err := s.txExec(ctx, tx, update, updateNodeQuery, append(vals, id)...); err != nil {
+		m := changedColumns(stored, vals)
+		updateQuery = updateNodeColumns(m)
+		var st *sql.Stmt
+		if s.wstmts != nil {
+			st = s.wstmts.cached(s.d.rebind(updateQuery))
+		}
+		if _, err := s.txExec(ctx, tx, st, updateQuery, maskedArgs(m, vals, id)...); err != nil {
 			return err
 		}
 		out = n
@@ -297,17 +307,51 @@ func (s *sqlStore) UpdateNode(ctx context.Context, ident string, fn func(n *prot
 		}
 		return nil, s.mapWriteError(err, "update node "+ident)
 	}
+	s.preparedWrite(ctx, updateQuery)
 	return out, nil
 }
 
-// updateNodeQuery writes every column of a node (nodeValues' order) by id.
-var updateNodeQuery = func() string {
-	set := make([]string, len(nodeColumns))
-	for i, c := range nodeColumns {
-		set[i] = c + " = ?"
+// getNodeForUpdate reads and locks a node for UpdateNode through st
+// (nodeSelectForUpdate prepared; nil: unprepared): its id, its stored
+// columns (nodeColumns' order, as the driver scans them) and the node.
+func (s *sqlStore) getNodeForUpdate(ctx context.Context, tx *sql.Tx, st *sql.Stmt, query, ident string) (int64, []any, *proto.Node, error) {
+	var id int64
+	stored := make([]any, len(nodeColumns))
+	dest := make([]any, len(nodeColumns)+1)
+	dest[0] = &id
+	for i := range stored {
+		dest[i+1] = &stored[i]
 	}
-	return "UPDATE nodes SET " + strings.Join(set, ", ") + " WHERE id = ?"
-}()
+	err := s.txQueryRow(ctx, tx, st, query, ident, ident, ident).Scan(dest...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil, nil, fmt.Errorf("node %s: %w", ident, ErrNotFound)
+	}
+	if err != nil {
+		return 0, nil, nil, fmt.Errorf("get node %s: %w", ident, err)
+	}
+	var doc []byte
+	switch d := stored[nodeColumnIndex["doc"]].(type) {
+	case string:
+		doc = []byte(d)
+	case []byte:
+		doc = d
+	default:
+		return 0, nil, nil, fmt.Errorf("get node %s: the document is %T", ident, d)
+	}
+	var reservation *string
+	switch r := stored[nodeColumnIndex["reservation"]].(type) {
+	case string:
+		reservation = &r
+	case []byte:
+		s := string(r)
+		reservation = &s
+	}
+	n, err := decodeNode(doc, reservation)
+	if err != nil {
+		return 0, nil, nil, fmt.Errorf("get node %s: %w", ident, err)
+	}
+	return id, stored, n, nil
+}
 
 func (s *sqlStore) DeleteNode(ctx context.Context, uuid string) error {
 	return s.writeTx(ctx, func(tx *sql.Tx) error {
