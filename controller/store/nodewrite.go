@@ -2,8 +2,12 @@ package store
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"sync"
+
+	"github.com/kilnhq/kiln/controller/jsonscan"
+	"github.com/kilnhq/kiln/controller/secrets"
 )
 
 // UpdateNode writes only the columns whose value changed, besides the two
@@ -140,4 +144,69 @@ func maskedArgs(m columnMask, vals []any, id int64) []any {
 		}
 	}
 	return append(args, id)
+}
+
+// maskedFields are the members of a node's document that masking can
+// change: the free-form objects (secrets.NodeFields) and last_error.
+var maskedFields = func() map[string]bool {
+	m := map[string]bool{"last_error": true}
+	for _, f := range secrets.NodeFields {
+		m[f] = true
+	}
+	return m
+}()
+
+// maskedDocOf is maskedDoc(doc) for doc as nodeValues encodes it, without
+// decoding the whole node: only the members masking can change are decoded,
+// masked and encoded again; every other member is encoding/json's own
+// output for a value that decodes and encodes to the same bytes (strings,
+// numbers, booleans, timestamps in one layout, lists of strings), so it is
+// copied (a string that held invalid UTF-8 excepted). Decoding the whole document to mask it was three fifths of
+// nodeValues' cost, which every node write pays. A document it cannot
+// split goes the long way.
+func maskedDocOf(doc []byte) ([]byte, error) {
+	if bytes.Contains(doc, []byte(`\ufffd`)) {
+		// encoding/json writes invalid UTF-8 so, and a valid U+FFFD
+		// raw: that member would not encode to its own bytes.
+		return maskedDoc(doc)
+	}
+	out := make([]byte, 0, len(doc)+64)
+	out = append(out, '{')
+	first := true
+	var ferr error
+	err := jsonscan.Members(doc, func(key, val []byte) {
+		if ferr != nil {
+			return
+		}
+		if !first {
+			out = append(out, ',')
+		}
+		first = false
+		out = append(out, '\n', '"')
+		out = append(out, key...)
+		out = append(out, '"', ':')
+		if !maskedFields[string(key)] || string(val) == "null" {
+			out = append(out, val...)
+			return
+		}
+		var b []byte
+		if string(key) == "last_error" {
+			var s string
+			if ferr = json.Unmarshal(val, &s); ferr != nil {
+				return
+			}
+			b, ferr = json.Marshal(secrets.Scrub(s))
+		} else {
+			var d map[string]any
+			if ferr = json.Unmarshal(val, &d); ferr != nil {
+				return
+			}
+			b, ferr = json.Marshal(secrets.MaskDict(d))
+		}
+		out = append(out, b...)
+	})
+	if err != nil || ferr != nil {
+		return maskedDoc(doc)
+	}
+	return append(out, '}'), nil
 }
