@@ -29,6 +29,8 @@ type sqlStore struct {
 	wstmts    *stmtCache
 	deadAfter time.Duration
 	clock     func() time.Time
+	// writes counts committed writes (writecount.go).
+	writes writeCounter
 }
 
 var _ Store = (*sqlStore)(nil)
@@ -159,6 +161,7 @@ func (s *sqlStore) tryTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
+	s.writes.all.Add(1)
 	return nil
 }
 
@@ -307,6 +310,7 @@ func (s *sqlStore) UpdateNode(ctx context.Context, ident string, fn func(n *prot
 		}
 		return nil, s.mapWriteError(err, "update node "+ident)
 	}
+	s.wrote(writeUpdateNode)
 	s.preparedWrite(ctx, updateQuery)
 	return out, nil
 }
@@ -539,6 +543,7 @@ func (s *sqlStore) Reserve(ctx context.Context, ident, conductor string) (*proto
 	if err != nil {
 		return nil, err
 	}
+	s.wrote(writeReserve)
 	n, err := decodeNode(doc, &conductor)
 	if err != nil {
 		return nil, fmt.Errorf("get node %s: %w", ident, err)
@@ -555,7 +560,7 @@ const (
 
 func (s *sqlStore) Release(ctx context.Context, uuid, conductor string) error {
 	release := s.preparedWrite(ctx, releaseQuery)
-	return s.writeTx(ctx, func(tx *sql.Tx) error {
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
 		r, err := s.txExec(ctx, tx, release, releaseQuery, uuid, conductor)
 		if err != nil {
 			return fmt.Errorf("release node %s: %w", uuid, err)
@@ -578,6 +583,10 @@ func (s *sqlStore) Release(ctx context.Context, uuid, conductor string) error {
 			return fmt.Errorf("release node %s by %s: %w", uuid, conductor, ErrNotReserved)
 		}
 	})
+	if err == nil {
+		s.wrote(writeRelease)
+	}
+	return err
 }
 
 func (s *sqlStore) ReleaseDead(ctx context.Context) ([]string, error) {
@@ -822,6 +831,9 @@ func (s *sqlStore) AddHistory(ctx context.Context, nodeUUID string, ev proto.His
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return s.mapWriteError(err, "add history event")
 	}
+	if err == nil {
+		s.wrote(writeHistory)
+	}
 	return err
 }
 
@@ -857,7 +869,7 @@ func (s *sqlStore) ListHistory(ctx context.Context, nodeUUID string) ([]proto.Hi
 }
 
 func (s *sqlStore) PutInventory(ctx context.Context, nodeUUID string, inventory, pluginData json.RawMessage) error {
-	return s.writeTx(ctx, func(tx *sql.Tx) error {
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
 		r, err := s.exec(ctx, tx, "INSERT INTO node_inventory (node_id, inventory, plugin_data, updated_at) "+
 			"SELECT id, CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS BIGINT) FROM nodes WHERE uuid = ? "+
 			"ON CONFLICT (node_id) DO UPDATE SET inventory = excluded.inventory, "+
@@ -865,6 +877,10 @@ func (s *sqlStore) PutInventory(ctx context.Context, nodeUUID string, inventory,
 			rawText(inventory), rawText(pluginData), s.now().UnixMicro(), nodeUUID)
 		return affectedOne(r, err, "store inventory of node "+nodeUUID, "node "+nodeUUID)
 	})
+	if err == nil {
+		s.wrote(writeInventory)
+	}
+	return err
 }
 
 // rawText stores raw JSON as text (NULL for none).
