@@ -819,13 +819,15 @@ func (s *sqlStore) AddHistory(ctx context.Context, nodeUUID string, ev proto.His
 		ev.CreatedAt = wireTime(s.clock())
 	}
 	ev.Links = nil
+	// Prepared on the writer: each provision request and flow step adds
+	// an event, and compiling the two statements was a third of it.
+	get, insert := s.preparedWrite(ctx, historyNodeQuery), s.preparedWrite(ctx, historyInsertQuery)
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		doc, err := s.historyDoc(ctx, tx, nodeUUID, ev)
+		doc, err := s.historyDoc(ctx, tx, get, nodeUUID, ev)
 		if err != nil {
 			return err
 		}
-		r, err := s.exec(ctx, tx, "INSERT INTO node_history (uuid, node_id, created_at, doc) "+
-			"SELECT CAST(? AS TEXT), id, CAST(? AS BIGINT), CAST(? AS TEXT) FROM nodes WHERE uuid = ?", ev.UUID, micros(ev.CreatedAt), string(doc), nodeUUID)
+		r, err := s.txExec(ctx, tx, insert, historyInsertQuery, ev.UUID, micros(ev.CreatedAt), string(doc), nodeUUID)
 		return affectedOne(r, err, "add history event to node "+nodeUUID, "node "+nodeUUID)
 	})
 	if err != nil && !errors.Is(err, ErrNotFound) {

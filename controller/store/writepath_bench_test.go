@@ -128,3 +128,19 @@ func BenchmarkUpdateNodeParallel(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkAddHistory is the event every provision request and flow step
+// records.
+func BenchmarkAddHistory(b *testing.B) {
+	s, uuids := writePathStore(b)
+	ctx := context.Background()
+	b.ReportAllocs()
+	defer reportCPU(b, cpuTime())
+	i := 0
+	for b.Loop() {
+		if err := s.AddHistory(ctx, uuids[i%len(uuids)], proto.HistoryEvent{Event: "Node entered cleaning", EventType: "provisioning", Severity: "INFO"}); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
