@@ -94,6 +94,9 @@ func New(reg prometheus.Registerer, st store.Store) *Metrics {
 	reg.MustRegister(m.flowDuration, m.stepDuration, m.transitions, m.bmcRequests, m.bmcErrors, m.apiDuration, m.imageBytes)
 	if st != nil {
 		reg.MustRegister(&nodeCollector{st: st, now: time.Now})
+		if c, ok := store.WriteCounterOf(st); ok {
+			reg.MustRegister(writesCollector{c})
+		}
 	}
 	return m
 }

@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"errors"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -189,5 +190,42 @@ func TestNodeCollectorAndMiddleware(t *testing.T) {
 	}
 	if got := testutil.CollectAndCount(m.apiDuration, "kiln_api_request_duration_seconds"); got != 2 {
 		t.Errorf("series = %d", got)
+	}
+}
+
+func TestStoreWrites(t *testing.T) {
+	st := newStore(t)
+	reg := prometheus.NewRegistry()
+	New(reg, st)
+	ctx := context.Background()
+	n := &proto.Node{UUID: "0e6969d5-eb31-4a27-95ab-cfe93f22d4b0", Driver: "fake-hardware", ProvisionState: proto.StateEnroll}
+	if err := st.CreateNode(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := st.UpdateNode(ctx, n.UUID, func(n *proto.Node) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := map[string]float64{"update_node": 2, "reserve": 0, "release": 0, "record_agent": 0, "history": 0, "inventory": 0}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "kiln_store_writes_total" {
+			continue
+		}
+		for _, mt := range mf.GetMetric() {
+			got[mt.GetLabel()[0].GetValue()] = mt.GetCounter().GetValue()
+		}
+	}
+	if got["other"] < 1 { // the create, and whatever opening the store wrote
+		t.Errorf("other writes = %v, want at least the create", got["other"])
+	}
+	delete(got, "other")
+	if !maps.Equal(got, want) {
+		t.Errorf("kiln_store_writes_total = %v, want %v", got, want)
 	}
 }

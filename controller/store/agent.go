@@ -231,6 +231,7 @@ func (s *sqlStore) RecordAgent(ctx context.Context, seen AgentView, set []KeyVal
 	if err != nil {
 		return false, fmt.Errorf("record agent of node %s: %w", seen.UUID, err)
 	}
+	s.wrote(writeRecordAgent)
 	return changed == 1, nil
 }
 

@@ -159,6 +159,7 @@ func (s *sqlStore) execWrite(ctx context.Context, query string, args ...any) (in
 			r, err = s.exec(ctx, s.wdb, query, args...)
 		}
 		if err == nil {
+			s.writes.all.Add(1)
 			return r.RowsAffected()
 		}
 		if attempt == maxAttempts || !s.d.retryable(err) {

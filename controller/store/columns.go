@@ -30,7 +30,7 @@ func nodeValues(n *proto.Node) ([]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode node %s: %w", n.UUID, err)
 	}
-	masked, err := maskedDoc(b)
+	masked, err := maskedDocOf(b)
 	if err != nil {
 		return nil, fmt.Errorf("encode node %s: %w", n.UUID, err)
 	}

@@ -10,16 +10,24 @@ import (
 	"github.com/kilnhq/kiln/proto"
 )
 
+// historyNodeQuery reads what historyDoc records of the node;
+// historyInsertQuery stores the event.
+const (
+	historyNodeQuery   = "SELECT provision_state, provision_updated_at, doc FROM nodes WHERE uuid = ?"
+	historyInsertQuery = "INSERT INTO node_history (uuid, node_id, created_at, doc) " +
+		"SELECT CAST(? AS TEXT), id, CAST(? AS BIGINT), CAST(? AS TEXT) FROM nodes WHERE uuid = ?"
+)
+
 // historyDoc is a history event's document, with the node's provision
 // state, target and the seconds since its last provision change recorded
 // with it (Ironic's history fields of microversion 1.115), read in the
-// transaction that stores the event.
-func (s *sqlStore) historyDoc(ctx context.Context, tx *sql.Tx, nodeUUID string, ev proto.HistoryEvent) (string, error) {
+// transaction that stores the event, through st (historyNodeQuery
+// prepared on the writer; nil: unprepared).
+func (s *sqlStore) historyDoc(ctx context.Context, tx *sql.Tx, st *sql.Stmt, nodeUUID string, ev proto.HistoryEvent) (string, error) {
 	var state string
 	var updated int64
 	var doc []byte
-	err := s.queryRow(ctx, tx, "SELECT provision_state, provision_updated_at, doc FROM nodes WHERE uuid = ?", nodeUUID).
-		Scan(&state, &updated, &doc)
+	err := s.txQueryRow(ctx, tx, st, historyNodeQuery, nodeUUID).Scan(&state, &updated, &doc)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", fmt.Errorf("node %s: %w", nodeUUID, ErrNotFound)
 	}

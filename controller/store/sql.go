@@ -29,6 +29,8 @@ type sqlStore struct {
 	wstmts    *stmtCache
 	deadAfter time.Duration
 	clock     func() time.Time
+	// writes counts committed writes (writecount.go).
+	writes writeCounter
 }
 
 var _ Store = (*sqlStore)(nil)
@@ -159,6 +161,7 @@ func (s *sqlStore) tryTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
+	s.writes.all.Add(1)
 	return nil
 }
 
@@ -260,12 +263,16 @@ func (s *sqlStore) GetNode(ctx context.Context, ident string) (*proto.Node, erro
 func (s *sqlStore) UpdateNode(ctx context.Context, ident string, fn func(n *proto.Node) error) (*proto.Node, error) {
 	var out *proto.Node
 	var mapped bool
-	// Both statements are prepared once on the writer: compiling this
-	// UPDATE of every column on each call was a fifth of the conductor's
-	// CPU in a fleet's provide phase.
-	get, update := s.preparedWrite(ctx, s.nodeByIdent(true)), s.preparedWrite(ctx, updateNodeQuery)
+	// The statements are prepared on the writer: compiling an UPDATE on
+	// each call was a fifth of the conductor's CPU in a fleet's provide
+	// phase. Which UPDATE (nodewrite.go) is known inside the transaction
+	// only, when the writer's one connection is taken: a column set met
+	// for the first time runs unprepared and is prepared after.
+	selectQuery := s.nodeSelectForUpdate()
+	get := s.preparedWrite(ctx, selectQuery)
+	var updateQuery string
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		id, n, err := s.getNodeTx(ctx, tx, get, ident)
+		id, stored, n, err := s.getNodeForUpdate(ctx, tx, get, selectQuery, ident)
 		if err != nil {
 			mapped = true
 			return err
@@ -285,7 +292,13 @@ func (s *sqlStore) UpdateNode(ctx context.Context, ident string, fn func(n *prot
 			mapped = true
 			return err
 		}
-		if _, err := s.txExec(ctx, tx, update, updateNodeQuery, append(vals, id)...); err != nil {
+		m := changedColumns(stored, vals)
+		updateQuery = updateNodeColumns(m)
+		var st *sql.Stmt
+		if s.wstmts != nil {
+			st = s.wstmts.cached(s.d.rebind(updateQuery))
+		}
+		if _, err := s.txExec(ctx, tx, st, updateQuery, maskedArgs(m, vals, id)...); err != nil {
 			return err
 		}
 		out = n
@@ -297,17 +310,52 @@ func (s *sqlStore) UpdateNode(ctx context.Context, ident string, fn func(n *prot
 		}
 		return nil, s.mapWriteError(err, "update node "+ident)
 	}
+	s.wrote(writeUpdateNode)
+	s.preparedWrite(ctx, updateQuery)
 	return out, nil
 }
 
-// updateNodeQuery writes every column of a node (nodeValues' order) by id.
-var updateNodeQuery = func() string {
-	set := make([]string, len(nodeColumns))
-	for i, c := range nodeColumns {
-		set[i] = c + " = ?"
+// getNodeForUpdate reads and locks a node for UpdateNode through st
+// (nodeSelectForUpdate prepared; nil: unprepared): its id, its stored
+// columns (nodeColumns' order, as the driver scans them) and the node.
+func (s *sqlStore) getNodeForUpdate(ctx context.Context, tx *sql.Tx, st *sql.Stmt, query, ident string) (int64, []any, *proto.Node, error) {
+	var id int64
+	stored := make([]any, len(nodeColumns))
+	dest := make([]any, len(nodeColumns)+1)
+	dest[0] = &id
+	for i := range stored {
+		dest[i+1] = &stored[i]
 	}
-	return "UPDATE nodes SET " + strings.Join(set, ", ") + " WHERE id = ?"
-}()
+	err := s.txQueryRow(ctx, tx, st, query, ident, ident, ident).Scan(dest...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil, nil, fmt.Errorf("node %s: %w", ident, ErrNotFound)
+	}
+	if err != nil {
+		return 0, nil, nil, fmt.Errorf("get node %s: %w", ident, err)
+	}
+	var doc []byte
+	switch d := stored[nodeColumnIndex["doc"]].(type) {
+	case string:
+		doc = []byte(d)
+	case []byte:
+		doc = d
+	default:
+		return 0, nil, nil, fmt.Errorf("get node %s: the document is %T", ident, d)
+	}
+	var reservation *string
+	switch r := stored[nodeColumnIndex["reservation"]].(type) {
+	case string:
+		reservation = &r
+	case []byte:
+		s := string(r)
+		reservation = &s
+	}
+	n, err := decodeNode(doc, reservation)
+	if err != nil {
+		return 0, nil, nil, fmt.Errorf("get node %s: %w", ident, err)
+	}
+	return id, stored, n, nil
+}
 
 func (s *sqlStore) DeleteNode(ctx context.Context, uuid string) error {
 	return s.writeTx(ctx, func(tx *sql.Tx) error {
@@ -495,6 +543,7 @@ func (s *sqlStore) Reserve(ctx context.Context, ident, conductor string) (*proto
 	if err != nil {
 		return nil, err
 	}
+	s.wrote(writeReserve)
 	n, err := decodeNode(doc, &conductor)
 	if err != nil {
 		return nil, fmt.Errorf("get node %s: %w", ident, err)
@@ -511,7 +560,7 @@ const (
 
 func (s *sqlStore) Release(ctx context.Context, uuid, conductor string) error {
 	release := s.preparedWrite(ctx, releaseQuery)
-	return s.writeTx(ctx, func(tx *sql.Tx) error {
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
 		r, err := s.txExec(ctx, tx, release, releaseQuery, uuid, conductor)
 		if err != nil {
 			return fmt.Errorf("release node %s: %w", uuid, err)
@@ -534,6 +583,10 @@ func (s *sqlStore) Release(ctx context.Context, uuid, conductor string) error {
 			return fmt.Errorf("release node %s by %s: %w", uuid, conductor, ErrNotReserved)
 		}
 	})
+	if err == nil {
+		s.wrote(writeRelease)
+	}
+	return err
 }
 
 func (s *sqlStore) ReleaseDead(ctx context.Context) ([]string, error) {
@@ -766,17 +819,22 @@ func (s *sqlStore) AddHistory(ctx context.Context, nodeUUID string, ev proto.His
 		ev.CreatedAt = wireTime(s.clock())
 	}
 	ev.Links = nil
+	// Prepared on the writer: each provision request and flow step adds
+	// an event, and compiling the two statements was a third of it.
+	get, insert := s.preparedWrite(ctx, historyNodeQuery), s.preparedWrite(ctx, historyInsertQuery)
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		doc, err := s.historyDoc(ctx, tx, nodeUUID, ev)
+		doc, err := s.historyDoc(ctx, tx, get, nodeUUID, ev)
 		if err != nil {
 			return err
 		}
-		r, err := s.exec(ctx, tx, "INSERT INTO node_history (uuid, node_id, created_at, doc) "+
-			"SELECT CAST(? AS TEXT), id, CAST(? AS BIGINT), CAST(? AS TEXT) FROM nodes WHERE uuid = ?", ev.UUID, micros(ev.CreatedAt), string(doc), nodeUUID)
+		r, err := s.txExec(ctx, tx, insert, historyInsertQuery, ev.UUID, micros(ev.CreatedAt), string(doc), nodeUUID)
 		return affectedOne(r, err, "add history event to node "+nodeUUID, "node "+nodeUUID)
 	})
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return s.mapWriteError(err, "add history event")
+	}
+	if err == nil {
+		s.wrote(writeHistory)
 	}
 	return err
 }
@@ -813,7 +871,7 @@ func (s *sqlStore) ListHistory(ctx context.Context, nodeUUID string) ([]proto.Hi
 }
 
 func (s *sqlStore) PutInventory(ctx context.Context, nodeUUID string, inventory, pluginData json.RawMessage) error {
-	return s.writeTx(ctx, func(tx *sql.Tx) error {
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
 		r, err := s.exec(ctx, tx, "INSERT INTO node_inventory (node_id, inventory, plugin_data, updated_at) "+
 			"SELECT id, CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS BIGINT) FROM nodes WHERE uuid = ? "+
 			"ON CONFLICT (node_id) DO UPDATE SET inventory = excluded.inventory, "+
@@ -821,6 +879,10 @@ func (s *sqlStore) PutInventory(ctx context.Context, nodeUUID string, inventory,
 			rawText(inventory), rawText(pluginData), s.now().UnixMicro(), nodeUUID)
 		return affectedOne(r, err, "store inventory of node "+nodeUUID, "node "+nodeUUID)
 	})
+	if err == nil {
+		s.wrote(writeInventory)
+	}
+	return err
 }
 
 // rawText stores raw JSON as text (NULL for none).

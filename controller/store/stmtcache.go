@@ -32,24 +32,42 @@ func newStmtCache(db *sql.DB) *stmtCache {
 func (c *stmtCache) get(ctx context.Context, query string) *sql.Stmt {
 	c.mu.RLock()
 	st, ok := c.stmts[query]
+	full := len(c.stmts) >= maxCachedStmts
 	c.mu.RUnlock()
 	if ok {
 		return st
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if st, ok := c.stmts[query]; ok {
-		return st
-	}
-	if len(c.stmts) >= maxCachedStmts {
+	if full {
 		return nil
 	}
+	// Prepared without the lock held: preparing on the writer waits for
+	// its one connection, which a transaction may hold while it looks up
+	// a statement (cached).
 	st, err := c.db.PrepareContext(ctx, query)
 	if err != nil {
 		return nil
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.stmts[query]; ok {
+		st.Close()
+		return old
+	}
+	if len(c.stmts) >= maxCachedStmts {
+		st.Close()
+		return nil
+	}
 	c.stmts[query] = st
 	return st
+}
+
+// cached is query's statement if the cache holds it, nil otherwise; it
+// never prepares, so it may be called while a transaction holds the
+// writer's one connection.
+func (c *stmtCache) cached(query string) *sql.Stmt {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.stmts[query]
 }
 
 // close closes every cached statement.

@@ -22,13 +22,30 @@ func writePathStore(b *testing.B) (Store, []string) {
 	s := openT(b, "sqlite://"+filepath.Join(b.TempDir(), "kiln.db"), Options{})
 	uuids := make([]string, 1000)
 	for i := range uuids {
-		n := newNode(fmt.Sprintf("bench-%04d", i), func(n *proto.Node) {
-			n.DriverInternalInfo = proto.Dict{"agent_url": "http://10.0.0.1:9999", "clean_steps": []any{map[string]any{"step": "erase_devices_metadata", "interface": "deploy", "priority": 99}}}
-		})
+		n := newNode(fmt.Sprintf("bench-%04d", i), fleetShaped)
 		mustCreate(b, s, n)
 		uuids[i] = n.UUID
 	}
 	return s, uuids
+}
+
+// fleetShaped gives a node the size and shape of a simulated fleet's node
+// in its clean phase (a 2 KB document, a BMC password, an agent token, the
+// flow's state): the size decides how many pages a write touches.
+func fleetShaped(n *proto.Node) {
+	n.DriverInfo = proto.Dict{"redfish_address": "http://127.20.1.95:44277", "redfish_password": "password",
+		"redfish_system_id": "/redfish/v1/Systems/1", "redfish_username": "admin"}
+	n.DriverInternalInfo = proto.Dict{"agent_url": "http://10.0.0.1:9999", "agent_secret_token": "UdmRJ46lkL4OP8B8aUv3i0PHtN7IyZbnSBc85XOOmIA",
+		"agent_version": "fakeagent-1.0", "kiln_agent_token_issued_at": "2026-12-02T04:06:20.191180804Z", "kiln_flow_version": 1,
+		"kiln_last_bmc_check": map[string]any{"at": "2026-12-02T04:05:05.888679934Z", "ok": true, "operation": "verify"},
+		"clean_steps":         []any{map[string]any{"step": "erase_devices_metadata", "interface": "deploy", "priority": 99}}}
+	n.Properties = proto.Dict{"cpu_arch": "x86_64", "cpus": 2, "local_gb": 9, "memory_mb": 4096}
+	n.ProvisionState, n.TargetProvisionState = proto.StateCleaning, ptr(proto.StateAvailable)
+	n.BIOSInterface, n.ConsoleInterface, n.DeployInterface, n.FirmwareInterface = "redfish", "no-console", "direct", "redfish"
+	n.InspectInterface, n.ManagementInterface, n.NetworkInterface, n.PowerInterface = "agent", "redfish", "noop", "redfish"
+	n.RAIDInterface, n.RescueInterface, n.StorageInterface, n.VendorInterface = "redfish", "no-rescue", "noop", "no-vendor"
+	n.Conductor = ptr("fleet-c1")
+	n.ProvisionUpdatedAt = wireTime(time.Now())
 }
 
 // cpuTime is the process's user and system CPU time so far. On a shared,
@@ -110,4 +127,20 @@ func BenchmarkUpdateNodeParallel(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkAddHistory is the event every provision request and flow step
+// records.
+func BenchmarkAddHistory(b *testing.B) {
+	s, uuids := writePathStore(b)
+	ctx := context.Background()
+	b.ReportAllocs()
+	defer reportCPU(b, cpuTime())
+	i := 0
+	for b.Loop() {
+		if err := s.AddHistory(ctx, uuids[i%len(uuids)], proto.HistoryEvent{Event: "Node entered cleaning", EventType: "provisioning", Severity: "INFO"}); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
 }
