@@ -84,6 +84,7 @@ func TestSelectRealTables(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			load, skip := Select(order, deps, aliases, tc.pci)
+			t.Logf("%d of %d modules loaded; skipped %q", len(load), len(order), skip)
 			if len(load)+len(skip) != len(order) {
 				t.Fatalf("load %d + skip %d != %d modules", len(load), len(skip), len(order))
 			}
