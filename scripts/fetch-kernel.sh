@@ -9,6 +9,12 @@
 #   OUTDIR/modules/order           their file names, one a line, in an order in
 #                                  which each module's dependencies come first
 #   OUTDIR/modules/version         the kernel release (uname -r)
+#   OUTDIR/modules/deps            "FILE: DEP…" per module (depmod's modules.dep
+#                                  in file names), and
+#   OUTDIR/modules/aliases         "FILE PATTERN" per device alias on the pci,
+#                                  virtio, usb and scsi buses: the program loads
+#                                  a device driver only when a device matches
+#                                  (initramfs/modload), as udev would
 #   OUTDIR/pci.ids.gz              Debian's pci.ids (pinned), for PCI inventory
 # Debian's kernel builds storage and NIC drivers as modules and does not mount
 # devtmpfs itself; the initramfs's program loads OUTDIR/modules in order.
@@ -95,6 +101,18 @@ grep -v '^[[:space:]]*#' "$list" | while read -r name; do
 	done
 done
 echo "$KERNEL_ABI" >"$out/modules/version"
+mdir=$root/lib/modules/$KERNEL_ABI
+awk 'FNR == NR { have[$0] = 1; next }
+{
+	n = split($1, p, "/"); f = p[n]; sub(/:$/, "", f)
+	if (!(f in have)) next
+	line = f ":"
+	for (i = 2; i <= NF; i++) { n = split($i, p, "/"); line = line " " p[n] }
+	print line
+}' "$out/modules/order" "$mdir/modules.dep" >"$out/modules/deps"
+awk 'FNR == NR { m = $0; sub(/\.ko$/, "", m); gsub(/-/, "_", m); file[m] = $0; next }
+$1 == "alias" && ($3 in file) && $2 ~ /^(pci|virtio|usb|scsi):/ { print file[$3], $2 }' \
+	"$out/modules/order" "$mdir/modules.alias" >"$out/modules/aliases"
 
 # pci.ids, gzipped, for the agent's PCI inventory (ghw/pcidb read .gz).
 dpkg-deb --fsys-tarfile "$pciids_deb" | tar -xO ./usr/share/misc/pci.ids | gzip -9n >"$out/pci.ids.gz"

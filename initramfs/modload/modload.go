@@ -69,6 +69,10 @@ func ReadOrder(r io.Reader) ([]string, error) {
 // A module whose init answers ENODEV is not a failure: that is how a module
 // says the machine has nothing for it (efivarfs on a machine booted by BIOS,
 // a driver without its hardware), so Load logs it as absent and goes on.
+//
+// When dir also holds the build's "deps" and "aliases" tables, Load inserts
+// only the modules Select picks for this machine's PCI devices and logs the
+// others, in one line, as skipped.
 func Load(ctx context.Context, log *slog.Logger, dir string, insert InsertFunc) ([]string, error) {
 	if insert == nil {
 		insert = FinitModule
@@ -85,6 +89,7 @@ func Load(ctx context.Context, log *slog.Logger, dir string, insert InsertFunc) 
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
+	names, skipped := selectFor(log, dir, names)
 	var loaded []string
 	var errs []error
 	absent := 0
@@ -105,7 +110,7 @@ func Load(ctx context.Context, log *slog.Logger, dir string, insert InsertFunc) 
 		}
 		loaded = append(loaded, name)
 	}
-	log.Info("kernel modules loaded", "loaded", len(loaded), "absent", absent, "failed", len(errs))
+	log.Info("kernel modules loaded", "loaded", len(loaded), "absent", absent, "failed", len(errs), "skipped", len(skipped))
 	return loaded, errors.Join(errs...)
 }
 
@@ -116,4 +121,44 @@ func insertFile(path string, insert InsertFunc) error {
 	}
 	defer f.Close()
 	return insert(f)
+}
+
+// pciDevices is where Load reads the machine's PCI devices (tests change it).
+var pciDevices = "/sys/bus/pci/devices"
+
+// selectFor narrows names to what Select picks when dir has the deps and
+// aliases tables; without them, or when they cannot be read, it keeps every
+// module (an initramfs built before the tables existed loads as it did).
+func selectFor(log *slog.Logger, dir string, names []string) (load, skip []string) {
+	df, err := os.Open(filepath.Join(dir, "deps"))
+	if err != nil {
+		return names, nil
+	}
+	deps, err := ReadDeps(df)
+	df.Close()
+	if err != nil {
+		log.Warn("module tables unreadable; loading every module", "err", err)
+		return names, nil
+	}
+	af, err := os.Open(filepath.Join(dir, "aliases"))
+	if err != nil {
+		log.Warn("module aliases missing; loading every module", "err", err)
+		return names, nil
+	}
+	aliases, err := ReadAliases(af)
+	af.Close()
+	if err != nil {
+		log.Warn("module tables unreadable; loading every module", "err", err)
+		return names, nil
+	}
+	pci, err := PCIModaliases(pciDevices)
+	if err != nil || len(pci) == 0 {
+		log.Warn("no PCI devices listed; loading every module", "dir", pciDevices, "err", err)
+		return names, nil
+	}
+	load, skip = Select(names, deps, aliases, pci)
+	if len(skip) > 0 {
+		log.Info("kernel modules skipped: no matching device", "count", len(skip), "modules", strings.Join(skip, " "))
+	}
+	return load, skip
 }
