@@ -76,14 +76,20 @@ func check() {
 	}
 }
 
+// Missing says why the client cannot run here ("" when it can), for tests
+// whose client half is optional.
+func Missing() string {
+	checkOnce.Do(check)
+	return skipWhy
+}
+
 // Start begins a session against endpoint (OS_ENDPOINT, no auth); none of
 // the caller's OS_* variables reach it. It skips the test, saying why, when
 // the client is not installed. The interpreter ends with the test.
 func Start(t testing.TB, endpoint string) *Session {
 	t.Helper()
-	checkOnce.Do(check)
-	if skipWhy != "" {
-		t.Skip(skipWhy)
+	if why := Missing(); why != "" {
+		t.Skip(why)
 	}
 	script := filepath.Join(t.TempDir(), "batch.py")
 	if err := os.WriteFile(script, batchPy, 0o600); err != nil {
