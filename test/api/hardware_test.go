@@ -44,7 +44,7 @@ func (k *kiln) provision(t *testing.T, name, body string) {
 // the deadline is a safety net only.
 func (k *kiln) waitState(t *testing.T, name, want string) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		_, _, b := k.call("GET", "/v1/nodes/"+name, "")
 		n := mustJSON(t, b)
@@ -78,6 +78,7 @@ const applyVirtualization = `{"target":"clean","clean_steps":[{"interface":"bios
 // back with gophercloud (detail at 1.74); and fails the step, naming the
 // setting, when the firmware drops one.
 func TestBIOSCleanStepsOverHTTP(t *testing.T) {
+	t.Parallel()
 	k := startKiln(t, filepath.Join(t.TempDir(), "kiln.db"))
 	labs := map[string]*bmcsim.Lab{}
 	for _, p := range bmcsim.PersonalityNames() {
@@ -158,6 +159,7 @@ func TestBIOSCleanStepsOverHTTP(t *testing.T) {
 // list/show` against a real kiln serve, fake-hardware, after a manual
 // clean that changed a setting.
 func TestBIOSOpenstackClient(t *testing.T) {
+	t.Parallel()
 	if why := osctool.Missing(); why != "" {
 		t.Skip(why)
 	}

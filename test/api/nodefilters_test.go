@@ -18,6 +18,7 @@ import (
 // filter selects what the nodes say, is 406 below its microversion, and
 // combines with the others and with paging.
 func TestNodeListFiltersOverHTTP(t *testing.T) {
+	t.Parallel()
 	k := startKiln(t, filepath.Join(t.TempDir(), "kiln.db"))
 	latest := []string{"X-OpenStack-Ironic-API-Version", "latest"}
 	for _, n := range []string{

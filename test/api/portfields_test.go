@@ -22,6 +22,7 @@ import (
 // the ports; the OpenStack client, which knows microversions up to 1.78
 // only, lists them without the newer fields.
 func TestPortFieldsOverHTTP(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "kiln.db")
 	k := startKiln(t, db)
 	ctx := context.Background()

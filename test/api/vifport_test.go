@@ -19,6 +19,7 @@ import (
 // `openstack baremetal node vif attach --port-uuid`, and checks where each
 // was recorded.
 func TestVIFTargetsOverHTTP(t *testing.T) {
+	t.Parallel()
 	k := startKiln(t, filepath.Join(t.TempDir(), "kiln.db"))
 	ctx := context.Background()
 	c := newClient(t, k, "1.67")

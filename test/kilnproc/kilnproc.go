@@ -140,7 +140,7 @@ func start(t testing.TB, wrap []string, ready *http.Client, bin, db, addr string
 			t.Logf("kiln %s logs (last 8 KiB):\n%s", addr, tail(p.Logs(), 8192))
 		}
 	})
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute) // a safety net for a loaded machine
 	for time.Now().Before(deadline) {
 		select {
 		case <-p.done:
