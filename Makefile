@@ -20,8 +20,13 @@ build: ## build kiln and kiln-agent (static) into bin/
 	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=auto -o $(BIN)/kiln ./controller/cmd/kiln
 	@if [ -d agent/cmd/kiln-agent ]; then CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/kiln-agent ./agent/cmd/kiln-agent; fi
 
+# The packages that run kiln serve share one build of it (KILN_TEST_KILN,
+# test/kilnproc) instead of linking one each.
 test: ## run every test (root-only and QEMU tests skip, saying why, when their tools are absent)
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+	@dir=$$(mktemp -d) && trap 'rm -rf "$$dir"' EXIT && \
+	echo "$(GO) build -o $$dir/kiln ./controller/cmd/kiln" && $(GO) build -o "$$dir/kiln" ./controller/cmd/kiln && \
+	echo "KILN_TEST_KILN=$$dir/kiln $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)" && \
+	KILN_TEST_KILN="$$dir/kiln" $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

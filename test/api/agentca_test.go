@@ -21,6 +21,7 @@ import (
 // per-node ramdisk that carries the certificate at etc/kiln/api-ca.pem,
 // where the agent looks for the CA to verify the controller with.
 func TestAgentCAInPerNodeRamdisk(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bootDir := filepath.Join(dir, "boot")
 	if err := os.MkdirAll(bootDir, 0o755); err != nil {
@@ -71,7 +72,7 @@ func TestAgentCAInPerNodeRamdisk(t *testing.T) {
 		if code, b := call("PUT", "/v1/nodes/"+node.UUID+"/states/provision", `{"target":"`+step[0]+`"}`); code != 202 {
 			t.Fatalf("%s: %d %s", step[0], code, b)
 		}
-		deadline := time.Now().Add(30 * time.Second) // a safety net; the loop ends on the state
+		deadline := time.Now().Add(3 * time.Minute) // a safety net; the loop ends on the state
 		for {
 			_, b := call("GET", "/v1/nodes/"+node.UUID+"?fields=provision_state", "")
 			if strings.Contains(string(b), `"`+step[1]+`"`) {

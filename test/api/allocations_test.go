@@ -50,7 +50,7 @@ func availableNodes(t *testing.T, c *gophercloud.ServiceClient, prefix string, n
 // deadline only: the conductor is woken at once) and returns them all.
 func settled(t *testing.T, c *gophercloud.ServiceClient) []allocations.Allocation {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		var all []allocations.Allocation
 		err := allocations.List(c, allocations.ListOpts{}).EachPage(context.Background(), func(_ context.Context, p pagination.Page) (bool, error) {
@@ -75,6 +75,7 @@ func settled(t *testing.T, c *gophercloud.ServiceClient) []allocations.Allocatio
 // kiln serve: 20 allocations racing for 10 nodes, trait and candidate
 // matching, gophercloud's allocation client, and release on delete.
 func TestAllocationsOverHTTP(t *testing.T) {
+	t.Parallel()
 	k := startKiln(t, filepath.Join(t.TempDir(), "kiln.db"))
 	c := newClient(t, k, "1.60")
 	ctx := context.Background()
@@ -245,6 +246,7 @@ func TestAllocationsOverHTTP(t *testing.T) {
 // TestAllocationsOpenstackClient runs `openstack baremetal allocation …`
 // and `node … trait` against a real kiln serve and checks what each prints.
 func TestAllocationsOpenstackClient(t *testing.T) {
+	t.Parallel()
 	k := startKiln(t, filepath.Join(t.TempDir(), "kiln.db"))
 	ids := availableNodes(t, newClient(t, k, "1.60"), "node", 2)
 	run, jsonInto := stepsOSC(t, k)

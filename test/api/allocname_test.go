@@ -13,6 +13,7 @@ import (
 // shuffled into; three such allocations among six nodes would all land on
 // their namesakes by chance once in 120 runs.
 func TestAllocationPrefersTheNamedNode(t *testing.T) {
+	t.Parallel()
 	k := startKiln(t, filepath.Join(t.TempDir(), "kiln.db"))
 	c := newClient(t, k, "1.79")
 	ids := availableNodes(t, c, "web", 6)

@@ -69,6 +69,7 @@ func (k *kiln) status(method, path, body string, headers []string) (int, http.He
 // Ironic's error body) to the first two, 403 to a reader's writes; the
 // agent routes, the version documents and /boot/ answer everyone alike.
 func TestAuthMatrix(t *testing.T) {
+	t.Parallel()
 	k := startAuthKiln(t)
 	admin := basic("admin", "admin-pw")
 	code, _, b := k.call("POST", "/v1/nodes", `{"driver":"fake-hardware","name":"m1","driver_info":{"redfish_password":"s3cr3t-pw"}}`, admin...)
@@ -172,6 +173,7 @@ func TestAuthMatrix(t *testing.T) {
 // baremetal-operator uses) works against kiln serve --htpasswd; its noauth
 // client is refused.
 func TestGophercloudHTTPBasic(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	k := startAuthKiln(t)
 	c, err := httpbasic.NewBareMetalHTTPBasic(httpbasic.EndpointOpts{IronicEndpoint: k.URL + "/v1/", IronicUser: "admin", IronicUserPassword: "admin-pw"})
@@ -210,6 +212,7 @@ func TestGophercloudHTTPBasic(t *testing.T) {
 // TestServeAuthFlags: kiln serve refuses a weak htpasswd file naming the
 // line, and warns loudly when it listens beyond loopback without auth.
 func TestServeAuthFlags(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ht := filepath.Join(dir, "htpasswd")
 	if err := os.WriteFile(ht, []byte("# ops\nalice:$apr1$r31.....$HqJZimcKQFAMYayBlzkrA/\n"), 0o600); err != nil {

@@ -13,6 +13,7 @@ import (
 // TestNetworkBootServing: kiln serve answers iPXE per MAC from its store and
 // serves the agent's files with Range support.
 func TestNetworkBootServing(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bootDir := filepath.Join(dir, "boot")
 	if err := os.MkdirAll(bootDir, 0o755); err != nil {

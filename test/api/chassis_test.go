@@ -19,6 +19,7 @@ import (
 // the nodes in them, paging to the end through next, and a restart on
 // the same database.
 func TestChassisOverHTTP(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "kiln.db")
 	k := startKiln(t, db)
 	ctx := context.Background()
@@ -142,6 +143,7 @@ func TestChassisOverHTTP(t *testing.T) {
 // TestChassisOpenstackClient runs `openstack baremetal chassis …` against
 // a real kiln serve and checks what each command prints.
 func TestChassisOpenstackClient(t *testing.T) {
+	t.Parallel()
 	k := startKiln(t, filepath.Join(t.TempDir(), "kiln.db"))
 	run, jsonInto := stepsOSC(t, k)
 	jsonOut := func(args ...string) map[string]any {

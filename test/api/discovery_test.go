@@ -70,6 +70,7 @@ func discoveryInventory(vendor, serial, bmc string, macs ...string) string {
 // fields the operator's rules set — and a machine a rule refuses is not
 // enrolled.
 func TestDiscoveryEnrollsUnknownMachines(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	rules := filepath.Join(dir, "rules.yaml")
 	if err := os.WriteFile(rules, []byte(discoveryRules), 0o600); err != nil {
@@ -150,6 +151,7 @@ func TestDiscoveryEnrollsUnknownMachines(t *testing.T) {
 // machine's report is 404, and a bad rules file stops kiln serve at start
 // with the file and rule named.
 func TestDiscoveryNeedsTheFlag(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	k := startKiln(t, filepath.Join(dir, "kiln.db"))
 	if code, _, b := k.call("POST", "/v1/continue_inspection", discoveryInventory("Dell Inc.", "A", "10.20.3.4", "52:54:00:d1:00:05")); code != http.StatusNotFound {

@@ -15,6 +15,7 @@ import (
 // firmware interface reports them) and raw at 1.113 (hidden, and 400 when
 // asked for by ?fields).
 func TestFirmwareIdentityOverHTTP(t *testing.T) {
+	t.Parallel()
 	k := startKiln(t, filepath.Join(t.TempDir(), "kiln.db"))
 	if code, _, out := k.call("POST", "/v1/nodes", `{"name":"fw1","driver":"fake-hardware"}`); code != http.StatusCreated {
 		t.Fatalf("create: %d %s", code, out)

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,6 +14,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/baremetal/v1/nodes"
 
 	"github.com/kilnhq/kiln/test/bmcsim"
+	"github.com/kilnhq/kiln/test/osctool"
 )
 
 // hwNode enrolls a redfish node for BMC b (ramdisk deploy: no agent, so
@@ -45,7 +44,7 @@ func (k *kiln) provision(t *testing.T, name, body string) {
 // the deadline is a safety net only.
 func (k *kiln) waitState(t *testing.T, name, want string) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		_, _, b := k.call("GET", "/v1/nodes/"+name, "")
 		n := mustJSON(t, b)
@@ -79,6 +78,7 @@ const applyVirtualization = `{"target":"clean","clean_steps":[{"interface":"bios
 // back with gophercloud (detail at 1.74); and fails the step, naming the
 // setting, when the firmware drops one.
 func TestBIOSCleanStepsOverHTTP(t *testing.T) {
+	t.Parallel()
 	k := startKiln(t, filepath.Join(t.TempDir(), "kiln.db"))
 	labs := map[string]*bmcsim.Lab{}
 	for _, p := range bmcsim.PersonalityNames() {
@@ -159,9 +159,9 @@ func TestBIOSCleanStepsOverHTTP(t *testing.T) {
 // list/show` against a real kiln serve, fake-hardware, after a manual
 // clean that changed a setting.
 func TestBIOSOpenstackClient(t *testing.T) {
-	osc, err := exec.LookPath("openstack")
-	if err != nil {
-		t.Skip("openstack (python3-openstackclient) not installed")
+	t.Parallel()
+	if why := osctool.Missing(); why != "" {
+		t.Skip(why)
 	}
 	k := startKiln(t, filepath.Join(t.TempDir(), "kiln.db"))
 	if code, _, b := k.call("POST", "/v1/nodes", `{"name":"fake1","driver":"fake-hardware"}`); code != http.StatusCreated {
@@ -172,16 +172,14 @@ func TestBIOSOpenstackClient(t *testing.T) {
 	k.provision(t, "fake1", `{"target":"clean","clean_steps":[{"interface":"bios","step":"apply_configuration","args":{"settings":[{"name":"SriovGlobalEnable","value":"Enabled"}]}}]}`)
 	k.waitState(t, "fake1", "manageable")
 
+	osc := osctool.Start(t, k.URL)
 	run := func(args ...string) string {
 		t.Helper()
-		cmd := exec.Command(osc, append([]string{"baremetal", "--os-baremetal-api-version", "1.74"}, args...)...)
-		env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "OS_") })
-		cmd.Env = append(env, "OS_ENDPOINT="+k.URL, "OS_AUTH_TYPE=none")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("openstack baremetal %s: %v\n%s", strings.Join(args, " "), err, out)
+		out, code, err := osc.Run(append([]string{"baremetal", "--os-baremetal-api-version", "1.74"}, args...)...)
+		if err != nil || code != 0 {
+			t.Fatalf("openstack baremetal %s: exit %d %v\n%s", strings.Join(args, " "), code, err, out)
 		}
-		return string(out)
+		return out
 	}
 	var list []map[string]any
 	if err := json.Unmarshal([]byte(run("node", "bios", "setting", "list", "fake1", "-f", "json")), &list); err != nil {

@@ -132,6 +132,7 @@ func storedState(t *testing.T, k *kiln) string {
 // refusal is in Ironic's error format, and that a refused request changed
 // nothing stored.
 func TestHostileCorpus(t *testing.T) {
+	t.Parallel()
 	raw, err := os.ReadFile(filepath.Join("testdata", "hostile.json"))
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 // reaching neither the API nor the log; after DELETE of the collection the
 // next machine runs the file's rules alone.
 func TestInspectionRulesServe(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	rules := filepath.Join(dir, "rules.yaml")
 	if err := os.WriteFile(rules, []byte(discoveryRules), 0o600); err != nil {

@@ -41,6 +41,7 @@ func hostAddr(t *testing.T) string {
 // --agent-lookup-burst limit /v1/lookup and /v1/continue_inspection per
 // source address, with 429, Retry-After and a log line naming the address.
 func TestLookupRateLimitFlags(t *testing.T) {
+	t.Parallel()
 	addr := hostAddr(t)
 	p := kilnproc.StartAddr(t, kilnBin, filepath.Join(t.TempDir(), "kiln.db"), addr,
 		"--conductor", "test-conductor", "--agent-lookup-rate", "0.01", "--agent-lookup-burst", "3")

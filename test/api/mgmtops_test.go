@@ -17,7 +17,7 @@ func at(v string) []string { return []string{"X-OpenStack-Ironic-API-Version", v
 // waitNode polls the node until ok says so; the deadline is a safety net.
 func (k *kiln) waitNode(t *testing.T, name string, ok func(n map[string]any) bool) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		_, _, b := k.call("GET", "/v1/nodes/"+name, "", at("1.95")...)
 		n := mustJSON(t, b)
@@ -49,6 +49,7 @@ func wantCode(t *testing.T, what string, code int, b []byte, wantCode int, want 
 // real kiln serve: microversion gating, Ironic's status codes and bodies,
 // bad input refused, and the asynchronous changes landing on the node.
 func TestManagementEndpointsFake(t *testing.T) {
+	t.Parallel()
 	k := startKiln(t, filepath.Join(t.TempDir(), "kiln.db"))
 	if code, _, b := k.call("POST", "/v1/nodes", `{"name":"m1","driver":"fake-hardware"}`); code != http.StatusCreated {
 		t.Fatalf("create: %d %s", code, b)
@@ -156,6 +157,7 @@ func TestManagementEndpointsFake(t *testing.T) {
 // change, and the node's boot_mode and secure_boot follow what the BMC
 // reports.
 func TestManagementEndpointsRedfish(t *testing.T) {
+	t.Parallel()
 	k := startKiln(t, filepath.Join(t.TempDir(), "kiln.db"))
 	lab, err := bmcsim.StartLab(bmcsim.LabConfig{N: 1, Personality: "generic"})
 	if err != nil {

@@ -3,13 +3,13 @@ package api_test
 import (
 	"net/http"
 	"net/url"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/kilnhq/kiln/test/osctool"
 )
 
 // TestNodeListFiltersOverHTTP lists nodes of a real kiln serve by
@@ -18,6 +18,7 @@ import (
 // filter selects what the nodes say, is 406 below its microversion, and
 // combines with the others and with paging.
 func TestNodeListFiltersOverHTTP(t *testing.T) {
+	t.Parallel()
 	k := startKiln(t, filepath.Join(t.TempDir(), "kiln.db"))
 	latest := []string{"X-OpenStack-Ironic-API-Version", "latest"}
 	for _, n := range []string{
@@ -90,21 +91,18 @@ func TestNodeListFiltersOverHTTP(t *testing.T) {
 		t.Errorf("second page: %s", b)
 	}
 
-	osc, err := exec.LookPath("openstack")
-	if err != nil {
-		t.Log("openstack (python3-openstackclient) not installed: the client half is skipped")
+	if why := osctool.Missing(); why != "" {
+		t.Log(why + ": the client half is skipped")
 		return
 	}
+	osc := osctool.Start(t, k.URL)
 	run := func(args ...string) []string {
 		t.Helper()
-		cmd := exec.Command(osc, append([]string{"baremetal", "node", "list", "-f", "value", "-c", "Name"}, args...)...)
-		env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "OS_") })
-		cmd.Env = append(env, "OS_ENDPOINT="+k.URL, "OS_AUTH_TYPE=none")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("openstack baremetal node list %v: %v\n%s", args, err, out)
+		out, code, err := osc.Run(append([]string{"baremetal", "node", "list", "-f", "value", "-c", "Name"}, args...)...)
+		if err != nil || code != 0 {
+			t.Fatalf("openstack baremetal node list %v: exit %d %v\n%s", args, code, err, out)
 		}
-		got := strings.Fields(string(out))
+		got := strings.Fields(out)
 		sort.Strings(got)
 		return got
 	}

@@ -14,6 +14,7 @@ import (
 // microversion (Ironic gates it at none), and following owner and lessee
 // changes.
 func TestNodeProjectFilterOverHTTP(t *testing.T) {
+	t.Parallel()
 	k := startKiln(t, filepath.Join(t.TempDir(), "kiln.db"))
 	latest := []string{"X-OpenStack-Ironic-API-Version", "latest"}
 	for _, n := range []string{

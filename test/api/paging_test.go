@@ -267,6 +267,7 @@ func pagingQuery(key, dir string, limit int) string {
 // the store's order. Before the fix every next link carried sort_key=id and
 // answered 400.
 func TestPagingWalksEveryList(t *testing.T) {
+	t.Parallel()
 	sizes := []struct{ items, limit int }{{1, 1}, {100, 7}, {1000, 250}, {10001, 0}}
 	if testing.Short() {
 		t.Log("-short: 10,001 items not walked")
@@ -274,6 +275,7 @@ func TestPagingWalksEveryList(t *testing.T) {
 	}
 	for _, size := range sizes {
 		t.Run(strconv.Itoa(size.items), func(t *testing.T) {
+			t.Parallel() // each size has its own database and controller
 			db := filepath.Join(t.TempDir(), "kiln.db")
 			start := time.Now()
 			nodeRows, portRows, portNode := enrollForPaging(t, db, size.items)

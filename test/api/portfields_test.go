@@ -5,15 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/gophercloud/gophercloud/v2/openstack/baremetal/v1/nodes"
 	"github.com/gophercloud/gophercloud/v2/openstack/baremetal/v1/ports"
+	"github.com/kilnhq/kiln/test/osctool"
 )
 
 // TestPortFieldsOverHTTP drives the port fields of 1.94–1.111 and the port
@@ -24,6 +22,7 @@ import (
 // the ports; the OpenStack client, which knows microversions up to 1.78
 // only, lists them without the newer fields.
 func TestPortFieldsOverHTTP(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "kiln.db")
 	k := startKiln(t, db)
 	ctx := context.Background()
@@ -124,24 +123,16 @@ func TestPortFieldsOverHTTP(t *testing.T) {
 		t.Errorf("after a restart, ?conductor_groups=rack-b: %v", got)
 	}
 
-	osc, err := exec.LookPath("openstack")
-	if err != nil {
-		t.Log("openstack (python3-openstackclient) not installed: the client half is skipped")
+	if why := osctool.Missing(); why != "" {
+		t.Log(why + ": the client half is skipped")
 		return
 	}
-	cmd := exec.Command(osc, "baremetal", "port", "list", "--long", "-f", "json")
-	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "OS_") })
-	cmd.Env = append(env, "OS_ENDPOINT="+k.URL, "OS_AUTH_TYPE=none")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		if strings.Contains(string(out), "invalid choice") {
-			t.Logf("openstack has no baremetal commands (python3-ironicclient not installed): %s", out)
-			return
-		}
-		t.Fatalf("openstack baremetal port list: %v\n%s", err, out)
+	out, code, err := osctool.Start(t, k.URL).Run("baremetal", "port", "list", "--long", "-f", "json")
+	if err != nil || code != 0 {
+		t.Fatalf("openstack baremetal port list: exit %d %v\n%s", code, err, out)
 	}
 	var list []map[string]any
-	if err := json.Unmarshal(out, &list); err != nil || len(list) != 2 {
+	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list) != 2 {
 		t.Fatalf("port list --long: %v %s", err, out)
 	}
 	for _, row := range list {

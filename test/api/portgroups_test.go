@@ -20,6 +20,7 @@ import (
 // VIF clients) and raw HTTP where gophercloud has no call (PATCH of a
 // group, the sub-collections), paging to the end through next.
 func TestPortgroupsOverHTTP(t *testing.T) {
+	t.Parallel()
 	k := startKiln(t, filepath.Join(t.TempDir(), "kiln.db"))
 	ctx := context.Background()
 	c := newClient(t, k, "1.95")
@@ -192,6 +193,7 @@ func TestPortgroupsOverHTTP(t *testing.T) {
 // `port create/list --port-group` and `node vif …` against a real kiln serve
 // and checks what each prints.
 func TestPortgroupsOpenstackClient(t *testing.T) {
+	t.Parallel()
 	k := startKiln(t, filepath.Join(t.TempDir(), "kiln.db"))
 	run, jsonOut := stepsOSC(t, k)
 	var node map[string]any

@@ -13,6 +13,7 @@ import (
 // TestPprofOnItsOwnListener: --pprof-listen serves profiles on its address
 // and the API's listener never does.
 func TestPprofOnItsOwnListener(t *testing.T) {
+	t.Parallel()
 	paddr := kilnproc.FreeAddr(t)
 	k := kilnproc.Start(t, kilnBin, filepath.Join(t.TempDir(), "kiln.db"), "--conductor", "test-conductor", "--pprof-listen", paddr)
 	defer k.Stop()

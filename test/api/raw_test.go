@@ -52,6 +52,7 @@ func createNodes(t *testing.T, k *kiln, n int) []string {
 }
 
 func TestRestartKeepsEverything(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "kiln.db")
 	k := startKiln(t, db)
 	uuids := createNodes(t, k, 20)
@@ -96,6 +97,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 }
 
 func TestBadInputChangesNothing(t *testing.T) {
+	t.Parallel()
 	k := startKiln(t, filepath.Join(t.TempDir(), "kiln.db"))
 	uuids := createNodes(t, k, 3)
 	n0 := "/v1/nodes/" + uuids[0]

@@ -19,6 +19,7 @@ import (
 // update, a clean request naming a runbook, delete. (The installed
 // python3-ironicclient 5.0.1 has no runbook commands.)
 func TestRunbooksGophercloud(t *testing.T) {
+	t.Parallel()
 	k := startKiln(t, filepath.Join(t.TempDir(), "kiln.db"))
 	ctx := context.Background()
 	c := newClient(t, k, "1.92")
@@ -74,7 +75,7 @@ func TestRunbooksGophercloud(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The conductor verifies the node first; the deadline is a safety net.
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
 		n, err := nodes.Get(ctx, c, node.UUID).Extract()
 		if err == nil && n.ProvisionState == "manageable" && n.Reservation == "" {
 			break

@@ -17,6 +17,7 @@ import (
 // runbook, and the same data after a restart; below 1.112 the traits
 // routes are 404.
 func TestRunbookTraitsOverHTTP(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "kiln.db")
 	k := startKiln(t, db)
 	ctx := context.Background()

@@ -12,6 +12,7 @@ import (
 // deploy template …` command against a real kiln serve and checks what
 // each prints.
 func TestDeployTemplatesOpenstackClient(t *testing.T) {
+	t.Parallel()
 	k := startKiln(t, filepath.Join(t.TempDir(), "kiln.db"))
 	run, jsonOut := stepsOSC(t, k)
 	steps := `[{"interface":"bios","step":"apply_configuration","args":{"settings":[{"name":"LogicalProc","value":"Enabled"}]},"priority":150}]`
@@ -68,6 +69,7 @@ func TestDeployTemplatesOpenstackClient(t *testing.T) {
 // collection in GET /v1/ from 1.55, gating, and templates surviving a
 // restart.
 func TestDeployTemplatesOverHTTP(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "kiln.db")
 	k := startKiln(t, db)
 	code, _, b := k.call("GET", "/v1/", "")

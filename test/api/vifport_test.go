@@ -4,16 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/gophercloud/gophercloud/v2/openstack/baremetal/v1/nodes"
 	"github.com/gophercloud/gophercloud/v2/openstack/baremetal/v1/portgroups"
 	"github.com/gophercloud/gophercloud/v2/openstack/baremetal/v1/ports"
+	"github.com/kilnhq/kiln/test/osctool"
 )
 
 // TestVIFTargetsOverHTTP attaches VIFs to a named port and port group
@@ -21,6 +19,7 @@ import (
 // `openstack baremetal node vif attach --port-uuid`, and checks where each
 // was recorded.
 func TestVIFTargetsOverHTTP(t *testing.T) {
+	t.Parallel()
 	k := startKiln(t, filepath.Join(t.TempDir(), "kiln.db"))
 	ctx := context.Background()
 	c := newClient(t, k, "1.67")
@@ -63,16 +62,12 @@ func TestVIFTargetsOverHTTP(t *testing.T) {
 		t.Errorf("both: %d %s", code, b)
 	}
 
-	osc, err := exec.LookPath("openstack")
-	if err != nil {
-		t.Log("openstack (python3-openstackclient) not installed: the client half is skipped")
+	if why := osctool.Missing(); why != "" {
+		t.Log(why + ": the client half is skipped")
 		return
 	}
-	cmd := exec.Command(osc, "baremetal", "node", "vif", "attach", "v1", "vif-c", "--port-uuid", plain[0])
-	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "OS_") })
-	cmd.Env = append(env, "OS_ENDPOINT="+k.URL, "OS_AUTH_TYPE=none")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("openstack baremetal node vif attach --port-uuid: %v\n%s", err, out)
+	if out, code, err := osctool.Start(t, k.URL).Run("baremetal", "node", "vif", "attach", "v1", "vif-c", "--port-uuid", plain[0]); err != nil || code != 0 {
+		t.Fatalf("openstack baremetal node vif attach --port-uuid: exit %d %v\n%s", code, err, out)
 	}
 	if p, err := ports.Get(ctx, c, plain[0]).Extract(); err != nil || p.InternalInfo["tenant_vif_port_id"] != "vif-c" {
 		t.Errorf("first port after the client's attach: %+v %v", p, err)

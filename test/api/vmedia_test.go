@@ -35,6 +35,7 @@ func vmediaOf(t *testing.T, k *kiln, id string) []map[string]any {
 // shows what the API did. Gating, bad input and a device the BMC lacks
 // answer as Ironic does and change nothing.
 func TestVirtualMediaServe(t *testing.T) {
+	t.Parallel()
 	lab, err := bmcsim.StartLab(bmcsim.LabConfig{N: 1})
 	if err != nil {
 		t.Fatal(err)

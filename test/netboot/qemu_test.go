@@ -208,6 +208,7 @@ func qemuArgs(dir, tap string) []string {
 // TestBIOSBootsFromKilnDHCP: SeaBIOS runs QEMU's iPXE ROM, which asks DHCP
 // as iPXE and is chained straight to the controller's script.
 func TestBIOSBootsFromKilnDHCP(t *testing.T) {
+	t.Parallel() // its own namespace, bridge and controller; no kernel boots
 	require(t)
 	ns, kiln := lab(t)
 	const mac = "52:54:00:77:00:01"
@@ -225,6 +226,7 @@ func TestBIOSBootsFromKilnDHCP(t *testing.T) {
 // PXE: DHCP as x86-64 UEFI, snponly.efi by TFTP from Debian's ipxe
 // package, then that iPXE asks DHCP again and is chained to the script.
 func TestUEFIBootsFromKilnDHCP(t *testing.T) {
+	t.Parallel() // its own namespace, bridge and controller; no kernel boots
 	require(t, ovmfCode, ovmfVars, "/usr/lib/ipxe/snponly.efi")
 	ns, kiln := lab(t)
 	const mac = "52:54:00:77:00:02"
@@ -274,6 +276,7 @@ func startUEFIOn(t *testing.T, ns, mac, tap string) (dir string) {
 // serve --dhcp proxy adds the boot options. Both firmwares boot to the
 // script, and every address is dnsmasq's.
 func TestProxyBesideDnsmasq(t *testing.T) {
+	t.Parallel() // its own namespace, bridge and controller; no kernel boots
 	require(t, ovmfCode, ovmfVars, "/usr/lib/ipxe/snponly.efi")
 	dnsmasq, err := exec.LookPath("dnsmasq")
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 // TestDriverFieldsOSC: `driver show --fields` and `driver list --fields`
 // (microversion 1.77) print the fields asked for and no others.
 func TestDriverFieldsOSC(t *testing.T) {
+	t.Parallel()
 	o := newOSC(t)
 	drv := o.obj("driver", "show", "fake-hardware", "--fields", "name", "default_boot_interface")
 	if len(drv) != 2 || drv["name"] != "fake-hardware" || drv["default_boot_interface"] != "fake" {

@@ -6,54 +6,45 @@ package osclient_test
 
 import (
 	"encoding/json"
-	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/kilnhq/kiln/test/kilnproc"
+	"github.com/kilnhq/kiln/test/osctool"
 )
 
 var kilnBin string
 
 func TestMain(m *testing.M) { kilnproc.RunTests(m, &kilnBin) }
 
-// osc runs `openstack baremetal …` against one controller.
+// osc runs `openstack baremetal …` against one controller, in one Python
+// interpreter per test (see test/osctool).
 type osc struct {
-	t   *testing.T
-	bin string
-	url string
+	t *testing.T
+	s *osctool.Session
 }
 
 // newOSC finds the client (skipping, and saying why, when it is absent)
 // and starts a controller for it.
 func newOSC(t *testing.T) *osc {
 	t.Helper()
-	bin, err := exec.LookPath("openstack")
-	if err != nil {
-		t.Skip("openstack (python3-openstackclient) not installed")
-	}
-	if err := exec.Command(bin, "baremetal", "driver", "list", "--help").Run(); err != nil {
-		t.Skipf("openstack has no baremetal commands (python3-ironicclient not installed): %v", err)
-	}
 	p := kilnproc.Start(t, kilnBin, t.TempDir()+"/kiln.db", "--conductor", "osc-conductor")
-	return &osc{t: t, bin: bin, url: p.URL}
+	return &osc{t: t, s: osctool.Start(t, p.URL)}
 }
 
 // run runs one sub-command and returns what it printed (stdout and
 // stderr); it fails the test when the exit status is not the expected one.
 func (o *osc) run(wantOK bool, args ...string) string {
 	o.t.Helper()
-	cmd := exec.Command(o.bin, append([]string{"baremetal"}, args...)...)
-	// Only this endpoint: none of the caller's OS_* (a cloud, a pinned version).
-	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "OS_") })
-	cmd.Env = append(env, "OS_ENDPOINT="+o.url, "OS_AUTH_TYPE=none")
-	out, err := cmd.CombinedOutput()
-	if (err == nil) != wantOK {
-		o.t.Fatalf("openstack baremetal %s: exit %v, want success %v\n%s", strings.Join(args, " "), err, wantOK, out)
+	out, code, err := o.s.Run(append([]string{"baremetal"}, args...)...)
+	if err != nil {
+		o.t.Fatal(err)
 	}
-	return string(out)
+	if (code == 0) != wantOK {
+		o.t.Fatalf("openstack baremetal %s: exit %d, want success %v\n%s", strings.Join(args, " "), code, wantOK, out)
+	}
+	return out
 }
 
 // ok runs a sub-command that must succeed.
