@@ -113,6 +113,9 @@ type Conductor struct {
 	mu     sync.Mutex
 	ring   *Ring
 	queued map[string]lane
+	// busy holds the nodes a worker is acting on, each with the lane it
+	// was asked for again meanwhile (laneNone: not asked); see enqueue.
+	busy map[string]lane
 	// queue holds the nodes to look at; agents holds those whose agent
 	// heartbeated, which the workers take first (see queue.go).
 	queue  chan string
@@ -142,6 +145,7 @@ func New(cfg Config) *Conductor {
 		log:    cfg.Log.With("conductor", cfg.Name),
 		ring:   NewRing([]string{cfg.Name}),
 		queued: map[string]lane{},
+		busy:   map[string]lane{},
 		queue:  make(chan string, 65536),
 		agents: make(chan string, 65536),
 		lat:    &latencies{},

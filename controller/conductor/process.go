@@ -39,9 +39,14 @@ func (c *Conductor) process(ctx context.Context, uuid string) {
 	defer func() {
 		if !f.released {
 			c.releaseAndRequeue(ctx, uuid)
-		} else if f.n.Reservation == nil && hasWork(f.n) && ctx.Err() == nil {
-			// As releaseAndRequeue does, from the node as released.
-			c.requeue(f.n)
+		} else {
+			if f.n.Reservation == nil && hasWork(f.n) && ctx.Err() == nil {
+				// As releaseAndRequeue does, from the node as released.
+				c.requeue(f.n)
+			}
+			if !nodework.IsWait(f.n.ProvisionState) {
+				c.cancelWake(uuid) // no wait left to time out (see cancelWake)
+			}
 		}
 	}()
 	if !c.ownsNode(n) {

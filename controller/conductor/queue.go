@@ -39,8 +39,20 @@ func (c *Conductor) NotifyAgent(uuid string) {
 // enqueue queues uuid in lane l, unless it already waits there or in a
 // faster lane. A node moved from the work lane to the agent lane leaves a
 // stale entry behind, which next skips.
+//
+// A node one of this conductor's workers is acting on is not queued: a
+// second worker would only find it reserved, at the price of a write (a
+// reservation attempt goes through the store's writer). Its agent
+// typically heartbeats within milliseconds of the command the pass just
+// sent, while the pass still stores its changes. The request is noted
+// instead, and the worker queues the node once its pass is over (done).
 func (c *Conductor) enqueue(uuid string, l lane) {
 	c.mu.Lock()
+	if again, ok := c.busy[uuid]; ok {
+		c.busy[uuid] = max(again, l)
+		c.mu.Unlock()
+		return
+	}
 	prev := c.queued[uuid]
 	if prev >= l {
 		c.mu.Unlock()
@@ -95,6 +107,7 @@ func (c *Conductor) next(ctx context.Context) (string, bool) {
 			continue
 		}
 		delete(c.queued, uuid)
+		c.busy[uuid] = laneNone
 		c.mu.Unlock()
 		return uuid, true
 	}
@@ -115,8 +128,21 @@ func (c *Conductor) nextAgent(ctx context.Context) (string, bool) {
 			continue // stale (see next)
 		}
 		delete(c.queued, uuid)
+		c.busy[uuid] = laneNone
 		c.mu.Unlock()
 		return uuid, true
+	}
+}
+
+// done ends a worker's turn on uuid (which next or nextAgent gave it) and
+// queues the node again if it was asked for meanwhile.
+func (c *Conductor) done(uuid string) {
+	c.mu.Lock()
+	again := c.busy[uuid]
+	delete(c.busy, uuid)
+	c.mu.Unlock()
+	if again != laneNone {
+		c.enqueue(uuid, again)
 	}
 }
 
@@ -128,5 +154,6 @@ func (c *Conductor) worker(ctx context.Context, next func(context.Context) (stri
 			return
 		}
 		c.process(ctx, uuid)
+		c.done(uuid)
 	}
 }
