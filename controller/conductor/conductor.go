@@ -116,13 +116,16 @@ type Conductor struct {
 	// busy holds the nodes a worker is acting on, each with the lane it
 	// was asked for again meanwhile (laneNone: not asked); see enqueue.
 	busy map[string]lane
+	// queuedAt is when each queued node entered its lane (waits.go).
+	queuedAt map[string]time.Time
 	// queue holds the nodes to look at; agents holds those whose agent
 	// heartbeated, which the workers take first (see queue.go).
 	queue  chan string
 	agents chan string
 
 	// latency of heartbeat → next command, for reporting.
-	lat *latencies
+	lat   *latencies
+	waits *waits
 
 	live  liveness
 	power *powerSync
@@ -140,15 +143,17 @@ type Conductor struct {
 func New(cfg Config) *Conductor {
 	cfg.defaults()
 	c := &Conductor{
-		cfg:    cfg,
-		st:     cfg.Store,
-		log:    cfg.Log.With("conductor", cfg.Name),
-		ring:   NewRing([]string{cfg.Name}),
-		queued: map[string]lane{},
-		busy:   map[string]lane{},
-		queue:  make(chan string, 65536),
-		agents: make(chan string, 65536),
-		lat:    &latencies{},
+		cfg:      cfg,
+		st:       cfg.Store,
+		log:      cfg.Log.With("conductor", cfg.Name),
+		ring:     NewRing([]string{cfg.Name}),
+		queued:   map[string]lane{},
+		busy:     map[string]lane{},
+		queuedAt: map[string]time.Time{},
+		queue:    make(chan string, 65536),
+		agents:   make(chan string, 65536),
+		lat:      &latencies{},
+		waits:    newWaits(),
 	}
 	if cfg.Peers != nil {
 		c.peerWakes = make(chan peerWake, 65536)

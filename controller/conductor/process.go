@@ -28,8 +28,13 @@ func (c *Conductor) decideConfig() decide.Config {
 
 // process takes node uuid's reservation, does what it needs, and releases it.
 func (c *Conductor) process(ctx context.Context, uuid string) {
+	start := time.Now()
 	n, err := c.st.Reserve(ctx, uuid, c.cfg.Name)
+	c.waits.reserve.Observe(time.Since(start).Seconds())
 	if err != nil {
+		if errors.Is(err, store.ErrLocked) {
+			c.waits.conflicts.Inc()
+		}
 		if !errors.Is(err, store.ErrLocked) && !errors.Is(err, store.ErrNotFound) && ctx.Err() == nil {
 			c.log.Warn("reserve node", "node", uuid, "err", err)
 		}
@@ -37,6 +42,10 @@ func (c *Conductor) process(ctx context.Context, uuid string) {
 	}
 	f := &flow{c: c, n: n}
 	defer func() {
+		c.waits.pass.Observe(time.Since(start).Seconds())
+		if f.idle {
+			c.waits.idle.Inc()
+		}
 		if !f.released {
 			c.releaseAndRequeue(ctx, uuid)
 		} else {
@@ -76,6 +85,9 @@ type flow struct {
 	// back the reservation, and released that it did.
 	pending           []pendingUpdate
 	release, released bool
+	// touched: the pass found an event to act on; idle: it found none
+	// (waits.go counts those).
+	touched, idle bool
 }
 
 // update applies fn to the stored node (read-modify-write, so fields the API

@@ -1,6 +1,9 @@
 package conductor
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // lane is where a node waits to be looked at.
 type lane uint8
@@ -59,6 +62,9 @@ func (c *Conductor) enqueue(uuid string, l lane) {
 		return
 	}
 	c.queued[uuid] = l
+	if prev == laneNone || l == laneAgent {
+		c.queuedAt[uuid] = time.Now() // an agent's wait starts at its heartbeat
+	}
 	c.mu.Unlock()
 	ch := c.queue
 	if l == laneAgent {
@@ -72,6 +78,7 @@ func (c *Conductor) enqueue(uuid string, l lane) {
 		c.mu.Lock()
 		if prev == laneNone {
 			delete(c.queued, uuid)
+			delete(c.queuedAt, uuid)
 		} else {
 			c.queued[uuid] = prev
 		}
@@ -108,7 +115,10 @@ func (c *Conductor) next(ctx context.Context) (string, bool) {
 		}
 		delete(c.queued, uuid)
 		c.busy[uuid] = laneNone
+		at := c.queuedAt[uuid]
+		delete(c.queuedAt, uuid)
 		c.mu.Unlock()
+		c.waits.queued(from, at)
 		return uuid, true
 	}
 }
@@ -129,7 +139,10 @@ func (c *Conductor) nextAgent(ctx context.Context) (string, bool) {
 		}
 		delete(c.queued, uuid)
 		c.busy[uuid] = laneNone
+		at := c.queuedAt[uuid]
+		delete(c.queuedAt, uuid)
 		c.mu.Unlock()
+		c.waits.queued(laneAgent, at)
 		return uuid, true
 	}
 }
