@@ -200,3 +200,43 @@ func TestAPassThatEndsTheWaitCancelsItsWake(t *testing.T) {
 		t.Errorf("heartbeat still pending after the pass: %v", fs.HeartbeatPending)
 	}
 }
+
+// A scan's finding is dropped when it is stale: the node is held by a
+// worker, or a worker finished with it after the scan read the store.
+// Others are queued, and pass ends older than the scan are forgotten.
+func TestAScanSkipsNodesPassedSinceItRead(t *testing.T) {
+	ctx := context.Background()
+	c := New(Config{Name: "c1"})
+	before := time.Now().Add(-time.Millisecond) // when the scan began reading
+	c.Notify("passed")
+	if u, _, _ := c.next(ctx); u != "passed" {
+		t.Fatalf("next = %q, want passed", u)
+	}
+	c.done("passed") // ended after the scan began reading
+	c.Notify("held")
+	if u, _, _ := c.next(ctx); u != "held" {
+		t.Fatalf("next = %q, want held", u)
+	}
+	for _, u := range []string{"passed", "held", "fresh"} {
+		c.foundByScan(u, before)
+	}
+	if got := drain(c); len(got) != 1 || got[0] != "fresh" {
+		t.Fatalf("the scan queued %v, want [fresh]", got)
+	}
+	c.done("held")
+	if n := queuedNow(c); n != 0 {
+		t.Errorf("%d entries queued after the held node's pass, want 0 (the scan's finding was dropped)", n)
+	}
+	// A later scan, begun after both passes, queues them again.
+	c.forgetPassesBefore(time.Now().Add(time.Second))
+	c.mu.Lock()
+	kept := len(c.passEnded)
+	c.mu.Unlock()
+	if kept != 0 {
+		t.Errorf("%d pass ends kept after a later scan began, want 0", kept)
+	}
+	c.foundByScan("passed", time.Now())
+	if got := drain(c); len(got) != 1 || got[0] != "passed" {
+		t.Errorf("a later scan queued %v, want [passed]", got)
+	}
+}

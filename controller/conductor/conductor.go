@@ -123,6 +123,9 @@ type Conductor struct {
 	// busy holds the nodes a worker is acting on, each with the lane it
 	// was asked for again meanwhile (laneNone: not asked); see enqueue.
 	busy map[string]lane
+	// passEnded is when a worker last finished with each node, kept
+	// for one scan round (foundByScan).
+	passEnded map[string]time.Time
 	// queuedAt is when each queued node entered its lane (waits.go).
 	queuedAt map[string]time.Time
 	// queue holds the nodes to look at; agents holds those whose agent
@@ -150,17 +153,18 @@ type Conductor struct {
 func New(cfg Config) *Conductor {
 	cfg.defaults()
 	c := &Conductor{
-		cfg:      cfg,
-		st:       cfg.Store,
-		log:      cfg.Log.With("conductor", cfg.Name),
-		ring:     NewRing([]string{cfg.Name}),
-		queued:   map[string]lane{},
-		busy:     map[string]lane{},
-		queuedAt: map[string]time.Time{},
-		queue:    make(chan string, 65536),
-		agents:   make(chan string, 65536),
-		lat:      &latencies{},
-		waits:    newWaits(),
+		cfg:       cfg,
+		st:        cfg.Store,
+		log:       cfg.Log.With("conductor", cfg.Name),
+		ring:      NewRing([]string{cfg.Name}),
+		queued:    map[string]lane{},
+		busy:      map[string]lane{},
+		queuedAt:  map[string]time.Time{},
+		passEnded: map[string]time.Time{},
+		queue:     make(chan string, 65536),
+		agents:    make(chan string, 65536),
+		lat:       &latencies{},
+		waits:     newWaits(),
 	}
 	if cfg.WriteSlots > 0 && c.st != nil {
 		c.st = gatedStore{Store: c.st, g: newWriteGate(cfg.WriteSlots)}
@@ -283,9 +287,10 @@ func (c *Conductor) scan(ctx context.Context) {
 	}
 	for _, u := range uuids {
 		if c.owns(u) {
-			c.enqueue(u, laneWork)
+			c.foundByScan(u, now)
 		}
 	}
+	c.forgetPassesBefore(now)
 }
 
 // errNotOwner is returned by process for nodes another conductor owns.

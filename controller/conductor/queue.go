@@ -147,12 +147,41 @@ func (c *Conductor) nextAgent(ctx context.Context) (string, lane, bool) {
 	}
 }
 
+// foundByScan queues node uuid, which a scan that began at since found
+// with work, unless that finding is already stale: a worker holds the
+// node (its pass ends by queueing it again if work is left, from the node
+// as it released it, which is newer than what the scan read), or a
+// worker finished with it after the scan read it. Either way the node
+// would be reserved and released for nothing, two writes.
+func (c *Conductor) foundByScan(uuid string, since time.Time) {
+	c.mu.Lock()
+	_, busy := c.busy[uuid]
+	stale := busy || c.passEnded[uuid].After(since)
+	c.mu.Unlock()
+	if !stale {
+		c.enqueue(uuid, laneWork)
+	}
+}
+
+// forgetPassesBefore drops the pass ends no scan still needs: those
+// before the latest scan began.
+func (c *Conductor) forgetPassesBefore(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for u, at := range c.passEnded {
+		if at.Before(t) {
+			delete(c.passEnded, u)
+		}
+	}
+}
+
 // done ends a worker's turn on uuid (which next or nextAgent gave it) and
 // queues the node again if it was asked for meanwhile.
 func (c *Conductor) done(uuid string) {
 	c.mu.Lock()
 	again := c.busy[uuid]
 	delete(c.busy, uuid)
+	c.passEnded[uuid] = time.Now()
 	c.mu.Unlock()
 	if again != laneNone {
 		c.enqueue(uuid, again)

@@ -156,8 +156,8 @@ func (s snapshot) since(before snapshot) Waits {
 }
 
 // quantile estimates the q-quantile by linear interpolation within the
-// bucket that holds it (as PromQL's histogram_quantile does); values past
-// the last bound read as that bound.
+// bucket that holds it (as PromQL's histogram_quantile does); a quantile
+// past the last finite bound reads as that bound.
 func (h histogram) quantile(q float64) time.Duration {
 	if h.total == 0 {
 		return 0
@@ -166,6 +166,11 @@ func (h histogram) quantile(q float64) time.Duration {
 	lower, prev := 0.0, uint64(0)
 	for i, c := range h.counts {
 		if float64(c) >= rank {
+			if math.IsInf(h.bounds[i], 1) {
+				// Beyond the last finite bound: that bound is all
+				// a histogram can say.
+				return time.Duration(lower * float64(time.Second))
+			}
 			in := float64(c - prev)
 			frac := 1.0
 			if in > 0 {
@@ -175,10 +180,7 @@ func (h histogram) quantile(q float64) time.Duration {
 		}
 		lower, prev = h.bounds[i], c
 	}
-	if len(h.bounds) == 0 || math.IsInf(h.bounds[len(h.bounds)-1], 1) {
-		return 0
-	}
-	return time.Duration(h.bounds[len(h.bounds)-1] * float64(time.Second))
+	return time.Duration(lower * float64(time.Second))
 }
 
 // printWaits writes each phase's waits, as one line per phase.

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -56,6 +57,10 @@ func TestPhaseWaitsFromTwoScrapes(t *testing.T) {
 	// p99: rank 99 is the 9th of the 9 in (0.1, 1] s → 1 s.
 	if want := time.Second; agent.P99 < want-time.Millisecond || agent.P99 > want+time.Millisecond {
 		t.Errorf("p99 %v, want %v", agent.P99, want)
+	}
+	// Past the last finite bound (1 s) a quantile reads as that bound.
+	if got := (histogram{bounds: []float64{1, math.Inf(1)}, counts: []uint64{0, 10}, total: 10}).quantile(0.5); got != time.Second {
+		t.Errorf("p50 beyond the last bound = %v, want 1s", got)
 	}
 	if got := w.Counters["idle passes"]; got != 100 {
 		t.Errorf("idle passes %v, want 100", got)
