@@ -57,10 +57,6 @@ type Config struct {
 	PowerSyncBMCInterval time.Duration
 	// PowerSyncCallTimeout bounds one node's power read [30s].
 	PowerSyncCallTimeout time.Duration
-	// WriteSlots bounds the store writes passes make at once [4]; a slot
-	// that frees goes to a pass for an agent that heartbeated first
-	// (gate.go). Negative: no bound.
-	WriteSlots int
 	// AgentHeartbeatTimeout is handed to agents (lookup's heartbeat_timeout);
 	// an agent heartbeats every 0.3–0.6 of it [60s].
 	AgentHeartbeatTimeout time.Duration
@@ -102,9 +98,6 @@ func (c *Config) defaults() {
 	}
 	if c.AgentHeartbeatTimeout <= 0 {
 		c.AgentHeartbeatTimeout = time.Minute
-	}
-	if c.WriteSlots == 0 {
-		c.WriteSlots = 4
 	}
 	if c.Log == nil {
 		c.Log = slog.Default()
@@ -165,9 +158,6 @@ func New(cfg Config) *Conductor {
 		agents:    make(chan string, 65536),
 		lat:       &latencies{},
 		waits:     newWaits(),
-	}
-	if cfg.WriteSlots > 0 && c.st != nil {
-		c.st = gatedStore{Store: c.st, g: newWriteGate(cfg.WriteSlots)}
 	}
 	if cfg.Peers != nil {
 		c.peerWakes = make(chan peerWake, 65536)

@@ -86,9 +86,9 @@ func (c *Conductor) enqueue(uuid string, l lane) {
 	}
 }
 
-// next returns the next node to look at, and the lane it came from:
-// agents first, then other work. false when ctx ends.
-func (c *Conductor) next(ctx context.Context) (string, lane, bool) {
+// next returns the next node to look at: agents first, then other work.
+// false when ctx ends.
+func (c *Conductor) next(ctx context.Context) (string, bool) {
 	for {
 		var uuid string
 		var from lane
@@ -98,7 +98,7 @@ func (c *Conductor) next(ctx context.Context) (string, lane, bool) {
 		default:
 			select {
 			case <-ctx.Done():
-				return "", laneNone, false
+				return "", false
 			case uuid = <-c.agents:
 				from = laneAgent
 			case uuid = <-c.queue:
@@ -119,17 +119,17 @@ func (c *Conductor) next(ctx context.Context) (string, lane, bool) {
 		delete(c.queuedAt, uuid)
 		c.mu.Unlock()
 		c.waits.queued(from, at)
-		return uuid, from, true
+		return uuid, true
 	}
 }
 
 // nextAgent is next for the agent lane alone.
-func (c *Conductor) nextAgent(ctx context.Context) (string, lane, bool) {
+func (c *Conductor) nextAgent(ctx context.Context) (string, bool) {
 	for {
 		var uuid string
 		select {
 		case <-ctx.Done():
-			return "", laneNone, false
+			return "", false
 		case uuid = <-c.agents:
 		}
 		c.mu.Lock()
@@ -143,7 +143,7 @@ func (c *Conductor) nextAgent(ctx context.Context) (string, lane, bool) {
 		delete(c.queuedAt, uuid)
 		c.mu.Unlock()
 		c.waits.queued(laneAgent, at)
-		return uuid, laneAgent, true
+		return uuid, true
 	}
 }
 
@@ -189,17 +189,13 @@ func (c *Conductor) done(uuid string) {
 }
 
 // worker acts on the nodes next gives it.
-func (c *Conductor) worker(ctx context.Context, next func(context.Context) (string, lane, bool)) {
+func (c *Conductor) worker(ctx context.Context, next func(context.Context) (string, bool)) {
 	for {
-		uuid, from, ok := next(ctx)
+		uuid, ok := next(ctx)
 		if !ok {
 			return
 		}
-		kind := passWork
-		if from == laneAgent {
-			kind = passAgent
-		}
-		c.process(withPass(ctx, kind), uuid)
+		c.process(ctx, uuid)
 		c.done(uuid)
 	}
 }
