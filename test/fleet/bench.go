@@ -376,7 +376,7 @@ func (r *benchRun) setImage(uuid string) error {
 func (r *benchRun) phase(ctx context.Context, name, verb, target string, uuids []string, prep func(string) error, res *Result) ([]string, Phase) {
 	r.fleet.Latencies().SetPhase(name)
 	r.log("%s: %d nodes → %s", name, len(uuids), target)
-	start, cpu0, waits0 := time.Now(), r.cpu(), r.snapshot()
+	start, cpu0, waits0 := time.Now(), r.cpu(), r.snapshots()
 	ph := Phase{Name: name, Target: target}
 	asked, errs := r.parallel(len(uuids), func(i int) error {
 		if prep != nil {
@@ -483,7 +483,7 @@ func (r *benchRun) phase(ctx context.Context, name, verb, target string, uuids [
 	ph.CPU = max(r.cpu()-cpu0, 0) // a controller killed during the phase takes its share along
 	ph.Reached = len(reached)
 	ph.Latency = r.fleet.Latencies().Phase(name)
-	ph.Waits = r.snapshot().since(waits0)
+	ph.Waits = phaseWaits(waits0, r.snapshots())
 	r.log("%s: %d %s, %d failed, %d stuck, %d lost in %s", name, ph.Reached, target, ph.Failed, ph.Stuck, ph.Lost, ph.Wall.Round(time.Millisecond))
 	return reached, ph
 }

@@ -40,7 +40,8 @@ type histogram struct {
 	total  uint64
 }
 
-// snapshot is every controller's metrics at one moment, summed.
+// snapshot is one controller's metrics at one moment (or a sum of
+// controllers', or a difference).
 type snapshot struct {
 	hist     map[string]*histogram
 	counters map[string]float64
@@ -59,8 +60,9 @@ type Waits struct {
 	Counters map[string]float64
 }
 
-func (r *benchRun) snapshot() snapshot {
-	s := snapshot{hist: map[string]*histogram{}, counters: map[string]float64{}}
+// snapshots reads each live controller's metrics, by name.
+func (r *benchRun) snapshots() map[string]snapshot {
+	out := map[string]snapshot{}
 	for _, c := range r.ctls {
 		if !c.alive() {
 			continue
@@ -70,9 +72,24 @@ func (r *benchRun) snapshot() snapshot {
 			r.log("metrics of %s: %v", c.name, err)
 			continue
 		}
+		s := snapshot{hist: map[string]*histogram{}, counters: map[string]float64{}}
 		s.add(fams)
+		out[c.name] = s
 	}
-	return s
+	return out
+}
+
+// phaseWaits is what the controllers alive at both ends of a phase
+// measured between them (a controller killed meanwhile took its
+// measures along).
+func phaseWaits(before, after map[string]snapshot) Waits {
+	total := snapshot{hist: map[string]*histogram{}, counters: map[string]float64{}}
+	for name, a := range after {
+		if b, ok := before[name]; ok {
+			total.plus(a.minus(b))
+		}
+	}
+	return total.waits()
 }
 
 func scrape(hc *http.Client, url string) (map[string]*dto.MetricFamily, error) {
@@ -133,24 +150,55 @@ func hasLabel(m *dto.Metric, name, value string) bool {
 }
 
 // since is what happened between before and s.
-func (s snapshot) since(before snapshot) Waits {
-	w := Waits{Counters: map[string]float64{}}
-	for _, m := range waitMetrics {
-		h := s.hist[m.name]
-		if h == nil {
+func (s snapshot) since(before snapshot) Waits { return s.minus(before).waits() }
+
+// minus is s less before, bucket by bucket.
+func (s snapshot) minus(before snapshot) snapshot {
+	d := snapshot{hist: map[string]*histogram{}, counters: map[string]float64{}}
+	for name, h := range s.hist {
+		c := &histogram{bounds: h.bounds, counts: slices.Clone(h.counts), total: h.total}
+		if b := before.hist[name]; b != nil && len(b.counts) == len(c.counts) {
+			for i := range c.counts {
+				c.counts[i] -= min(c.counts[i], b.counts[i])
+			}
+			c.total -= min(c.total, b.total)
+		}
+		d.hist[name] = c
+	}
+	for name, v := range s.counters {
+		d.counters[name] = v - before.counters[name]
+	}
+	return d
+}
+
+// plus adds o to s.
+func (s snapshot) plus(o snapshot) {
+	for name, h := range o.hist {
+		acc := s.hist[name]
+		if acc == nil {
+			s.hist[name] = &histogram{bounds: h.bounds, counts: slices.Clone(h.counts), total: h.total}
 			continue
 		}
-		d := histogram{bounds: h.bounds, counts: slices.Clone(h.counts), total: h.total}
-		if b := before.hist[m.name]; b != nil && len(b.counts) == len(d.counts) {
-			for i := range d.counts {
-				d.counts[i] -= min(d.counts[i], b.counts[i])
-			}
-			d.total -= min(d.total, b.total)
+		for i := range min(len(acc.counts), len(h.counts)) {
+			acc.counts[i] += h.counts[i]
 		}
-		w.Hist = append(w.Hist, Wait{Name: m.name, Count: d.total, P50: d.quantile(0.5), P99: d.quantile(0.99)})
+		acc.total += h.total
+	}
+	for name, v := range o.counters {
+		s.counters[name] += v
+	}
+}
+
+// waits are s's quantiles and counters.
+func (s snapshot) waits() Waits {
+	w := Waits{Counters: map[string]float64{}}
+	for _, m := range waitMetrics {
+		if h := s.hist[m.name]; h != nil {
+			w.Hist = append(w.Hist, Wait{Name: m.name, Count: h.total, P50: h.quantile(0.5), P99: h.quantile(0.99)})
+		}
 	}
 	for _, c := range waitCounters {
-		w.Counters[c.name] = s.counters[c.name] - before.counters[c.name]
+		w.Counters[c.name] = s.counters[c.name]
 	}
 	return w
 }

@@ -66,3 +66,17 @@ func TestPhaseWaitsFromTwoScrapes(t *testing.T) {
 		t.Errorf("idle passes %v, want 100", got)
 	}
 }
+
+// A controller killed during the phase counts for nothing (its measures
+// died with it); the others' differences add up.
+func TestPhaseWaitsAddTheSurvivors(t *testing.T) {
+	before := map[string]snapshot{"c1": metricsAt(t, 0, 0, 0, 0), "c2": metricsAt(t, 100, 100, 100, 100), "c3": metricsAt(t, 10, 10, 10, 10)}
+	after := map[string]snapshot{"c1": metricsAt(t, 10, 10, 10, 10), "c3": metricsAt(t, 30, 30, 30, 30)}
+	w := phaseWaits(before, after)
+	if len(w.Hist) == 0 || w.Hist[0].Name != "queue(agent)" || w.Hist[0].Count != 30 {
+		t.Fatalf("waits %+v, want 30 agent-lane waits (c1's 10, c3's 20)", w.Hist)
+	}
+	if got := w.Counters["idle passes"]; got != 30 {
+		t.Errorf("idle passes %v, want 30", got)
+	}
+}
