@@ -240,3 +240,45 @@ func TestAScanSkipsNodesPassedSinceItRead(t *testing.T) {
 		t.Errorf("a later scan queued %v, want [passed]", got)
 	}
 }
+
+// A request made while a worker holds the node, for work its pass then
+// finds and does (the API wrote it before the pass's last write read the
+// node), does not bring the node back for a pass with nothing to do; a
+// request made after that read does.
+func TestARequestThePassConsumedQueuesNothingMore(t *testing.T) {
+	ctx := context.Background()
+	c, st := testConductor(t, Config{})
+	uuid := addNodes(t, st, testHW, 1, func(int) string { return "" })[0]
+	if _, err := st.UpdateNode(ctx, uuid, func(n *proto.Node) error { n.TargetPowerState = ptr(proto.PowerOn); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	c.Notify(uuid)
+	if u, _ := c.next(ctx); u != uuid {
+		t.Fatalf("next = %q, want the node", u)
+	}
+	c.Notify(uuid) // the API's wake-up for the power request, the node held
+	c.process(ctx, uuid)
+	n, err := st.GetNode(ctx, uuid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.TargetPowerState != nil || n.PowerState == nil || *n.PowerState != proto.PowerOn {
+		t.Fatalf("power %v, target %v; want the request done (on, no target)", n.PowerState, n.TargetPowerState)
+	}
+	c.done(uuid)
+	if q := queuedNow(c); q != 0 {
+		t.Errorf("%d entries queued after a pass that did the work it was woken for, want 0", q)
+	}
+
+	// Work recorded after the pass's last read: queued again.
+	c.Notify(uuid)
+	if u, _ := c.next(ctx); u != uuid {
+		t.Fatalf("next = %q, want the node", u)
+	}
+	c.process(ctx, uuid)
+	c.Notify(uuid) // a request recorded after the pass released the node
+	c.done(uuid)
+	if q := queuedNow(c); q != 1 {
+		t.Errorf("%d entries queued after a request that came after the pass, want 1", q)
+	}
+}

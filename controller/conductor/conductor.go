@@ -114,8 +114,8 @@ type Conductor struct {
 	ring   *Ring
 	queued map[string]lane
 	// busy holds the nodes a worker is acting on, each with the lane it
-	// was asked for again meanwhile (laneNone: not asked); see enqueue.
-	busy map[string]lane
+	// was asked for again meanwhile, if it was; see enqueue.
+	busy map[string]askedAgain
 	// passEnded is when a worker last finished with each node, kept
 	// for one scan round (foundByScan).
 	passEnded map[string]time.Time
@@ -151,7 +151,7 @@ func New(cfg Config) *Conductor {
 		log:       cfg.Log.With("conductor", cfg.Name),
 		ring:      NewRing([]string{cfg.Name}),
 		queued:    map[string]lane{},
-		busy:      map[string]lane{},
+		busy:      map[string]askedAgain{},
 		queuedAt:  map[string]time.Time{},
 		passEnded: map[string]time.Time{},
 		queue:     make(chan string, 65536),

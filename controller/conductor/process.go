@@ -45,10 +45,13 @@ func (c *Conductor) process(ctx context.Context, uuid string) {
 		c.waits.pass.Observe(time.Since(start).Seconds())
 		if f.idle {
 			c.waits.idle.Inc()
+			c.log.Debug("pass found nothing to do", "node", uuid, "state", f.n.ProvisionState)
 		}
 		if !f.released {
+			c.seenSince(uuid, time.Now()) // releaseAndRequeue reads the node after this
 			c.releaseAndRequeue(ctx, uuid)
 		} else {
+			c.seenSince(uuid, f.releaseRead)
 			if f.n.Reservation == nil && hasWork(f.n) && ctx.Err() == nil {
 				// As releaseAndRequeue does, from the node as released.
 				c.requeue(f.n)
@@ -85,6 +88,9 @@ type flow struct {
 	// back the reservation, and released that it did.
 	pending           []pendingUpdate
 	release, released bool
+	// releaseRead is when the write that released the node began: the
+	// node it returned is at least as new as any write committed before.
+	releaseRead time.Time
 	// touched: the pass found an event to act on; idle: it found none
 	// (waits.go counts those).
 	touched, idle bool

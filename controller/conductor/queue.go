@@ -52,7 +52,7 @@ func (c *Conductor) NotifyAgent(uuid string) {
 func (c *Conductor) enqueue(uuid string, l lane) {
 	c.mu.Lock()
 	if again, ok := c.busy[uuid]; ok {
-		c.busy[uuid] = max(again, l)
+		c.busy[uuid] = askedAgain{lane: max(again.lane, l), at: time.Now()}
 		c.mu.Unlock()
 		return
 	}
@@ -114,7 +114,7 @@ func (c *Conductor) next(ctx context.Context) (string, bool) {
 			continue
 		}
 		delete(c.queued, uuid)
-		c.busy[uuid] = laneNone
+		c.busy[uuid] = askedAgain{}
 		at := c.queuedAt[uuid]
 		delete(c.queuedAt, uuid)
 		c.mu.Unlock()
@@ -138,12 +138,34 @@ func (c *Conductor) nextAgent(ctx context.Context) (string, bool) {
 			continue // stale (see next)
 		}
 		delete(c.queued, uuid)
-		c.busy[uuid] = laneNone
+		c.busy[uuid] = askedAgain{}
 		at := c.queuedAt[uuid]
 		delete(c.queuedAt, uuid)
 		c.mu.Unlock()
 		c.waits.queued(laneAgent, at)
 		return uuid, true
+	}
+}
+
+// askedAgain is a busy node's request to be looked at again: the
+// fastest lane asked for, and when it was last asked.
+type askedAgain struct {
+	lane lane
+	at   time.Time
+}
+
+// seenSince drops busy node uuid's requests made before since, when the
+// pass read the node at since or later to release it: what those
+// requests announced (a write the API committed before notifying) is in
+// the node the pass released, whose own check queues the node again if
+// work is left. Otherwise a pass that consumed, say, inspection data
+// delivered while it held the node would be followed by one that finds
+// nothing to do, at the price of two writes.
+func (c *Conductor) seenSince(uuid string, since time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if a, ok := c.busy[uuid]; ok && a.lane != laneNone && a.at.Before(since) {
+		c.busy[uuid] = askedAgain{}
 	}
 }
 
@@ -183,8 +205,8 @@ func (c *Conductor) done(uuid string) {
 	delete(c.busy, uuid)
 	c.passEnded[uuid] = time.Now()
 	c.mu.Unlock()
-	if again != laneNone {
-		c.enqueue(uuid, again)
+	if again.lane != laneNone {
+		c.enqueue(uuid, again.lane)
 	}
 }
 
