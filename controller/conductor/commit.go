@@ -75,6 +75,7 @@ func (f *flow) store(ctx context.Context, release bool) error {
 		defer cancel()
 	}
 	me := f.c.cfg.Name
+	began := time.Now()
 	n, err := f.c.st.UpdateNode(ctx, f.n.UUID, func(n *proto.Node) error {
 		for _, p := range pending {
 			if err := decide.Apply(n, p.u, p.at); err != nil && !p.u.Force {
@@ -95,6 +96,9 @@ func (f *flow) store(ctx context.Context, release bool) error {
 	}
 	f.n = n
 	f.released = release
+	if release {
+		f.releaseRead = began
+	}
 	return nil
 }
 

@@ -113,13 +113,22 @@ type Conductor struct {
 	mu     sync.Mutex
 	ring   *Ring
 	queued map[string]lane
+	// busy holds the nodes a worker is acting on, each with the lane it
+	// was asked for again meanwhile, if it was; see enqueue.
+	busy map[string]askedAgain
+	// passEnded is when a worker last finished with each node, kept
+	// for one scan round (foundByScan).
+	passEnded map[string]time.Time
+	// queuedAt is when each queued node entered its lane (waits.go).
+	queuedAt map[string]time.Time
 	// queue holds the nodes to look at; agents holds those whose agent
 	// heartbeated, which the workers take first (see queue.go).
 	queue  chan string
 	agents chan string
 
 	// latency of heartbeat → next command, for reporting.
-	lat *latencies
+	lat   *latencies
+	waits *waits
 
 	live  liveness
 	power *powerSync
@@ -137,14 +146,18 @@ type Conductor struct {
 func New(cfg Config) *Conductor {
 	cfg.defaults()
 	c := &Conductor{
-		cfg:    cfg,
-		st:     cfg.Store,
-		log:    cfg.Log.With("conductor", cfg.Name),
-		ring:   NewRing([]string{cfg.Name}),
-		queued: map[string]lane{},
-		queue:  make(chan string, 65536),
-		agents: make(chan string, 65536),
-		lat:    &latencies{},
+		cfg:       cfg,
+		st:        cfg.Store,
+		log:       cfg.Log.With("conductor", cfg.Name),
+		ring:      NewRing([]string{cfg.Name}),
+		queued:    map[string]lane{},
+		busy:      map[string]askedAgain{},
+		queuedAt:  map[string]time.Time{},
+		passEnded: map[string]time.Time{},
+		queue:     make(chan string, 65536),
+		agents:    make(chan string, 65536),
+		lat:       &latencies{},
+		waits:     newWaits(),
 	}
 	if cfg.Peers != nil {
 		c.peerWakes = make(chan peerWake, 65536)
@@ -264,9 +277,10 @@ func (c *Conductor) scan(ctx context.Context) {
 	}
 	for _, u := range uuids {
 		if c.owns(u) {
-			c.enqueue(u, laneWork)
+			c.foundByScan(u, now)
 		}
 	}
+	c.forgetPassesBefore(now)
 }
 
 // errNotOwner is returned by process for nodes another conductor owns.

@@ -51,8 +51,10 @@ func (f *flow) decideAndDo(ctx context.Context) error {
 		in := f.input(ctx, fs)
 		if ev == nil {
 			if ev = decide.Classify(in); ev == nil {
+				f.idle = !f.touched
 				return nil
 			}
+			f.touched = true
 			if _, ok := ev.(decide.OperatorRequest); ok {
 				f.c.log.Info("starting flow", "node", f.n.UUID, "verb", fs.Request.Verb, "state", f.n.ProvisionState)
 			}
@@ -192,9 +194,13 @@ func (f *flow) do(ctx context.Context, a decide.Action) (decide.Event, error) {
 		}
 		return decide.AgentCommandsRead{Kind: a.Kind, Commands: cmds, Err: err, HeartbeatAt: a.HeartbeatAt}, nil
 	case decide.AgentExecute:
+		sent := time.Now()
 		_, err := f.c.cfg.Agent.ExecuteStep(ctx, agentOf(n), a.Kind, a.Step, nodeForAgent(n), f.portsNoErr(ctx), a.Versions)
+		f.c.waits.command.Observe(time.Since(sent).Seconds())
 		if !a.HeartbeatAt.IsZero() {
-			f.c.lat.add(time.Since(a.HeartbeatAt))
+			d := time.Since(a.HeartbeatAt)
+			f.c.lat.add(d)
+			f.c.waits.hbCommand.Observe(d.Seconds())
 		}
 		return nil, err
 	case decide.AgentPowerOff:

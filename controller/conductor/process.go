@@ -28,8 +28,13 @@ func (c *Conductor) decideConfig() decide.Config {
 
 // process takes node uuid's reservation, does what it needs, and releases it.
 func (c *Conductor) process(ctx context.Context, uuid string) {
+	start := time.Now()
 	n, err := c.st.Reserve(ctx, uuid, c.cfg.Name)
+	c.waits.reserve.Observe(time.Since(start).Seconds())
 	if err != nil {
+		if errors.Is(err, store.ErrLocked) {
+			c.waits.conflicts.Inc()
+		}
 		if !errors.Is(err, store.ErrLocked) && !errors.Is(err, store.ErrNotFound) && ctx.Err() == nil {
 			c.log.Warn("reserve node", "node", uuid, "err", err)
 		}
@@ -37,11 +42,23 @@ func (c *Conductor) process(ctx context.Context, uuid string) {
 	}
 	f := &flow{c: c, n: n}
 	defer func() {
+		c.waits.pass.Observe(time.Since(start).Seconds())
+		if f.idle {
+			c.waits.idle.Inc()
+			c.log.Debug("pass found nothing to do", "node", uuid, "state", f.n.ProvisionState)
+		}
 		if !f.released {
+			c.seenSince(uuid, time.Now()) // releaseAndRequeue reads the node after this
 			c.releaseAndRequeue(ctx, uuid)
-		} else if f.n.Reservation == nil && hasWork(f.n) && ctx.Err() == nil {
-			// As releaseAndRequeue does, from the node as released.
-			c.requeue(f.n)
+		} else {
+			c.seenSince(uuid, f.releaseRead)
+			if f.n.Reservation == nil && hasWork(f.n) && ctx.Err() == nil {
+				// As releaseAndRequeue does, from the node as released.
+				c.requeue(f.n)
+			}
+			if !nodework.IsWait(f.n.ProvisionState) {
+				c.cancelWake(uuid) // no wait left to time out (see cancelWake)
+			}
 		}
 	}()
 	if !c.ownsNode(n) {
@@ -71,6 +88,12 @@ type flow struct {
 	// back the reservation, and released that it did.
 	pending           []pendingUpdate
 	release, released bool
+	// releaseRead is when the write that released the node began: the
+	// node it returned is at least as new as any write committed before.
+	releaseRead time.Time
+	// touched: the pass found an event to act on; idle: it found none
+	// (waits.go counts those).
+	touched, idle bool
 }
 
 // update applies fn to the stored node (read-modify-write, so fields the API

@@ -1,6 +1,9 @@
 package conductor
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // lane is where a node waits to be looked at.
 type lane uint8
@@ -39,14 +42,29 @@ func (c *Conductor) NotifyAgent(uuid string) {
 // enqueue queues uuid in lane l, unless it already waits there or in a
 // faster lane. A node moved from the work lane to the agent lane leaves a
 // stale entry behind, which next skips.
+//
+// A node one of this conductor's workers is acting on is not queued: a
+// second worker would only find it reserved, at the price of a write (a
+// reservation attempt goes through the store's writer). Its agent
+// typically heartbeats within milliseconds of the command the pass just
+// sent, while the pass still stores its changes. The request is noted
+// instead, and the worker queues the node once its pass is over (done).
 func (c *Conductor) enqueue(uuid string, l lane) {
 	c.mu.Lock()
+	if again, ok := c.busy[uuid]; ok {
+		c.busy[uuid] = askedAgain{lane: max(again.lane, l), at: time.Now()}
+		c.mu.Unlock()
+		return
+	}
 	prev := c.queued[uuid]
 	if prev >= l {
 		c.mu.Unlock()
 		return
 	}
 	c.queued[uuid] = l
+	if prev == laneNone || l == laneAgent {
+		c.queuedAt[uuid] = time.Now() // an agent's wait starts at its heartbeat
+	}
 	c.mu.Unlock()
 	ch := c.queue
 	if l == laneAgent {
@@ -60,6 +78,7 @@ func (c *Conductor) enqueue(uuid string, l lane) {
 		c.mu.Lock()
 		if prev == laneNone {
 			delete(c.queued, uuid)
+			delete(c.queuedAt, uuid)
 		} else {
 			c.queued[uuid] = prev
 		}
@@ -95,7 +114,11 @@ func (c *Conductor) next(ctx context.Context) (string, bool) {
 			continue
 		}
 		delete(c.queued, uuid)
+		c.busy[uuid] = askedAgain{}
+		at := c.queuedAt[uuid]
+		delete(c.queuedAt, uuid)
 		c.mu.Unlock()
+		c.waits.queued(from, at)
 		return uuid, true
 	}
 }
@@ -115,8 +138,75 @@ func (c *Conductor) nextAgent(ctx context.Context) (string, bool) {
 			continue // stale (see next)
 		}
 		delete(c.queued, uuid)
+		c.busy[uuid] = askedAgain{}
+		at := c.queuedAt[uuid]
+		delete(c.queuedAt, uuid)
 		c.mu.Unlock()
+		c.waits.queued(laneAgent, at)
 		return uuid, true
+	}
+}
+
+// askedAgain is a busy node's request to be looked at again: the
+// fastest lane asked for, and when it was last asked.
+type askedAgain struct {
+	lane lane
+	at   time.Time
+}
+
+// seenSince drops busy node uuid's requests made before since, when the
+// pass read the node at since or later to release it: what those
+// requests announced (a write the API committed before notifying) is in
+// the node the pass released, whose own check queues the node again if
+// work is left. Otherwise a pass that consumed, say, inspection data
+// delivered while it held the node would be followed by one that finds
+// nothing to do, at the price of two writes.
+func (c *Conductor) seenSince(uuid string, since time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if a, ok := c.busy[uuid]; ok && a.lane != laneNone && a.at.Before(since) {
+		c.busy[uuid] = askedAgain{}
+	}
+}
+
+// foundByScan queues node uuid, which a scan that began at since found
+// with work, unless that finding is already stale: a worker holds the
+// node (its pass ends by queueing it again if work is left, from the node
+// as it released it, which is newer than what the scan read), or a
+// worker finished with it after the scan read it. Either way the node
+// would be reserved and released for nothing, two writes.
+func (c *Conductor) foundByScan(uuid string, since time.Time) {
+	c.mu.Lock()
+	_, busy := c.busy[uuid]
+	stale := busy || c.passEnded[uuid].After(since)
+	c.mu.Unlock()
+	if !stale {
+		c.enqueue(uuid, laneWork)
+	}
+}
+
+// forgetPassesBefore drops the pass ends no scan still needs: those
+// before the latest scan began.
+func (c *Conductor) forgetPassesBefore(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for u, at := range c.passEnded {
+		if at.Before(t) {
+			delete(c.passEnded, u)
+		}
+	}
+}
+
+// done ends a worker's turn on uuid (which next or nextAgent gave it) and
+// queues the node again if it was asked for meanwhile.
+func (c *Conductor) done(uuid string) {
+	c.mu.Lock()
+	again := c.busy[uuid]
+	delete(c.busy, uuid)
+	c.passEnded[uuid] = time.Now()
+	c.mu.Unlock()
+	if again.lane != laneNone {
+		c.enqueue(uuid, again.lane)
 	}
 }
 
@@ -128,5 +218,6 @@ func (c *Conductor) worker(ctx context.Context, next func(context.Context) (stri
 			return
 		}
 		c.process(ctx, uuid)
+		c.done(uuid)
 	}
 }

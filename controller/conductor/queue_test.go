@@ -22,6 +22,7 @@ func drain(c *Conductor) []string {
 			break
 		}
 		got = append(got, u)
+		c.done(u)
 	}
 	return got
 }

@@ -39,6 +39,22 @@ func (c *Conductor) wakeAt(uuid string, at time.Time) {
 	w.timers[uuid] = t
 }
 
+// cancelWake drops node uuid's pending wake, if any. Every wake the
+// decision core asks for ends a wait for the agent (a heartbeat or
+// call-back timeout), so a pass that leaves the node outside such a wait
+// cancels it: otherwise, a minute after a flow ends, each node would be
+// reserved and released again for nothing, two writes per node in the
+// middle of the next bulk operation.
+func (c *Conductor) cancelWake(uuid string) {
+	w := &c.wakes
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if t := w.timers[uuid]; t != nil {
+		t.Stop()
+		delete(w.timers, uuid)
+	}
+}
+
 // stopWakes cancels every pending wake (the conductor is stopping).
 func (c *Conductor) stopWakes() {
 	w := &c.wakes

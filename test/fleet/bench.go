@@ -71,6 +71,8 @@ type Phase struct {
 	Errors []string
 	// Latency is heartbeat-to-next-command during the phase.
 	Latency Summary
+	// Waits are the conductors' own measures of the phase (waits.go).
+	Waits Waits
 	// CPU is the CPU time the controllers used during the phase (those
 	// alive at its end): on a shared machine, where the wall time
 	// mostly measures the load, what the phase cost them.
@@ -374,7 +376,7 @@ func (r *benchRun) setImage(uuid string) error {
 func (r *benchRun) phase(ctx context.Context, name, verb, target string, uuids []string, prep func(string) error, res *Result) ([]string, Phase) {
 	r.fleet.Latencies().SetPhase(name)
 	r.log("%s: %d nodes → %s", name, len(uuids), target)
-	start, cpu0 := time.Now(), r.cpu()
+	start, cpu0, waits0 := time.Now(), r.cpu(), r.snapshots()
 	ph := Phase{Name: name, Target: target}
 	asked, errs := r.parallel(len(uuids), func(i int) error {
 		if prep != nil {
@@ -481,6 +483,7 @@ func (r *benchRun) phase(ctx context.Context, name, verb, target string, uuids [
 	ph.CPU = max(r.cpu()-cpu0, 0) // a controller killed during the phase takes its share along
 	ph.Reached = len(reached)
 	ph.Latency = r.fleet.Latencies().Phase(name)
+	ph.Waits = phaseWaits(waits0, r.snapshots())
 	r.log("%s: %d %s, %d failed, %d stuck, %d lost in %s", name, ph.Reached, target, ph.Failed, ph.Stuck, ph.Lost, ph.Wall.Round(time.Millisecond))
 	return reached, ph
 }
@@ -568,6 +571,7 @@ func (res *Result) Print(w io.Writer) {
 	} else {
 		fmt.Fprintf(w, "database size: %.1f MiB\n", float64(res.DBBytes)/(1<<20))
 	}
+	res.printWaits(w)
 	if res.Killed != "" {
 		fmt.Fprintf(w, "killed %s with SIGKILL during %s\n", res.Killed, res.KilledAt)
 	}

@@ -196,6 +196,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		HeartbeatInterval: o.heartbeatInterval, InspectionRules: rules,
 		ScanInterval: o.scanInterval, Peers: store.WakerOf(st),
 	})
+	reg.MustRegister(cond.Collectors()...)
 	condCtx, stopConductor := context.WithCancel(driver.WithBMCObserver(context.Background(), met))
 	condDone := make(chan error, 1)
 	go func() { condDone <- cond.Run(condCtx) }()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kilnhq/kiln/controller/flowstate"
+	"github.com/kilnhq/kiln/controller/state"
 	"github.com/kilnhq/kiln/proto"
 )
 
@@ -173,7 +174,7 @@ func TestAFlowLeftBetweenStepsResumesItsPlanOrFails(t *testing.T) {
 	if ev := Classify(in); ev != (Interrupted{}) {
 		t.Fatalf("event %#v, want Interrupted", ev)
 	}
-	want(t, Step(in, Interrupted{}), "agent execute deploy.erase_devices", "move wait")
+	want(t, Step(in, Interrupted{}), "move wait", "agent execute deploy.erase_devices")
 	in = input(t, n, flowstate.State{}, "direct")
 	got, _ := after(t, in, Step(in, Interrupted{}))
 	wantState(t, got, proto.StateCleanFailed, "Kiln conductor restarted while node "+nodeID+" was cleaning")
@@ -186,7 +187,7 @@ func TestManualCleaningRunsTheDriversOwnStepsOutOfBand(t *testing.T) {
 	in := input(t, n, s, "direct")
 	in.DriverSteps = []proto.Step{raid}
 	acts := Step(in, AgentStepsListed{Kind: proto.StepClean, Result: agentCleanSteps})
-	want(t, acts, "move resume", "driver step raid.create_configuration", "agent execute deploy.erase_devices", "move wait")
+	want(t, acts, "move resume", "driver step raid.create_configuration", "move wait", "agent execute deploy.erase_devices")
 	got, _ := after(t, in, acts)
 	wantState(t, got, proto.StateCleanWait, "")
 	if got.CleanStep["step"] != "erase_devices" {
@@ -219,6 +220,42 @@ func TestTakingAHeartbeatKeepsANewerOne(t *testing.T) {
 			stored.State.HeartbeatPending = tc.stored
 			if _, fs := after(t, stored, acts); !fs.HeartbeatPending.Equal(tc.pending) {
 				t.Errorf("pending heartbeat %v, want %v", fs.HeartbeatPending, tc.pending)
+			}
+		})
+	}
+}
+
+// An agent step that follows an out-of-band step goes out with the node
+// already waiting: the heartbeat of an agent that finishes it at once is
+// acted on (a heartbeat in cleaning or deploying is only recorded, and
+// the step's end would wait for the agent's next periodic heartbeat).
+func TestAnAgentStepAfterADriverStepGoesOutWithTheNodeWaiting(t *testing.T) {
+	for _, tc := range []struct {
+		kind       proto.StepKind
+		wait, goal proto.ProvisionState
+		driver     proto.Step
+		agent      string
+	}{
+		{proto.StepClean, proto.StateCleanWait, proto.StateManageable, proto.Step{Step: "create_configuration", Interface: "raid"}, "erase_devices"},
+		{proto.StepDeploy, proto.StateDeployWait, proto.StateActive, proto.Step{Step: "apply_configuration", Interface: "bios"}, "write_image"},
+	} {
+		t.Run(string(tc.kind), func(t *testing.T) {
+			n := node(tc.wait, tc.goal)
+			s := withAgent(flowstate.State{Steps: []proto.StepCall{{Step: tc.driver}, {Step: proto.Step{Step: tc.agent, Interface: "deploy"}}}, StepSent: true})
+			in := input(t, n, s, "direct")
+			in.DriverSteps = []proto.Step{tc.driver}
+			acts := runSteps(in, tc.kind, t0)
+			i := slices.IndexFunc(acts, func(a Action) bool { _, ok := a.(AgentExecute); return ok })
+			if i < 0 {
+				t.Fatalf("no agent command in %q", words(acts))
+			}
+			// What the executor stores before the command goes out.
+			got, _ := after(t, in, acts[:i])
+			if got.ProvisionState != tc.wait {
+				t.Fatalf("stored when the step goes out: %s, want %s", got.ProvisionState, tc.wait)
+			}
+			if a := state.Heartbeat(got.ProvisionState, false, false); a != state.HeartbeatAct {
+				t.Errorf("a heartbeat then is %v, want acted on", a)
 			}
 		})
 	}

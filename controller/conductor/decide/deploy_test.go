@@ -198,7 +198,7 @@ func TestAnOutOfBandStepRunsInTheConductorBetweenAgentSteps(t *testing.T) {
 
 	in.DriverSteps = []proto.Step{bios.Step}
 	acts := runSteps(in, proto.StepDeploy, t0)
-	want(t, acts, "move resume", "driver step bios.apply_configuration", "agent execute deploy.write_image", "move wait")
+	want(t, acts, "move resume", "driver step bios.apply_configuration", "move wait", "agent execute deploy.write_image")
 	got, _ := after(t, in, acts)
 	wantState(t, got, proto.StateDeployWait, "")
 	got, _ = after(t, in, Step(in, failedAt[DriverStep](t, acts, "BIOS job failed")))

@@ -205,12 +205,18 @@ func runSteps(in Input, kind proto.StepKind, hbAt time.Time) []Action {
 		if versions == nil {
 			versions = map[string]string{}
 		}
+		if cur == work {
+			// The node waits before the step goes out (the move is
+			// stored with the commit that precedes the command): an
+			// agent that finishes at once heartbeats into the wait,
+			// which is acted on, not into the work state, where a
+			// heartbeat is only recorded and the step's end would
+			// wait for the agent's next periodic heartbeat.
+			acts = append(acts, Update{Move: state.EvWait})
+		}
 		acts = append(acts, AgentExecute{Kind: kind, Step: step, Versions: versions, HeartbeatAt: hbAt,
 			OnError: OnError{Prefix: fmt.Sprintf("Node %s: starting %s step %s on the agent at %s failed: ", in.Node.UUID, kind, stepLabel(step), agentURL(in))}})
 		sent := Update{Node: stepField(kind, stepDict(step)), Flow: func(s *flowstate.State) { s.StepSent, s.StepSentAt = true, in.Now }}
-		if cur == work {
-			sent.Move = state.EvWait
-		}
 		return append(acts, sent)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -43,7 +44,22 @@ func run() error {
 	timeout := flag.Duration("phase-timeout", 30*time.Minute, "longest a phase may take; nodes not done by then are stuck")
 	stall := flag.Duration("stall-timeout", 3*time.Minute, "end a phase when no node got anywhere for this long; the ones waiting are stuck")
 	extra := flag.String("kiln-args", "", "extra kiln serve flags, space separated")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the benchmark itself (the simulated fleet) to this file")
 	flag.Parse()
+
+	if *cpuProfile != "" {
+		// The fleet shares the machine with the controllers: what it
+		// costs is CPU they do not get.
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 
 	if *dir == "" {
 		d, err := os.MkdirTemp("", "kiln-fleet-")
