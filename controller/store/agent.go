@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 	"unsafe"
 
 	"github.com/kilnhq/kiln/controller/jsonscan"
@@ -25,10 +26,14 @@ type AgentView struct {
 	Token          string // driver_internal_info.agent_secret_token ("" if none)
 	URL            string // driver_internal_info.agent_url ("" if none)
 	HasURL         bool   // agent_url is present (even if empty)
+	// What the agent's last recorded heartbeat said: a heartbeat that
+	// repeats it soon after changes nothing worth a write.
+	Version       string    // driver_internal_info.agent_version
+	VerifyCA      string    // driver_internal_info.agent_verify_ca
+	LastHeartbeat time.Time // driver_internal_info.agent_last_heartbeat; zero if none or unreadable
 
-	id     int64
-	doc    string  // the stored document read
-	masked *string // its masked copy; nil when the row has none
+	id  int64
+	doc string // the stored document read
 }
 
 // KeyValue is one string key of driver_internal_info to set.
@@ -63,27 +68,28 @@ func (d *dialect) jsonSet(paths [][]string) string {
 }
 
 // agentViewQuery selects an AgentView by col (uuid or name): the columns
-// and the document, whose two keys agentKeys reads in Go (SQLite's
+// and the document, whose agent keys agentKeys reads in Go (SQLite's
 // json_extract parsed the whole document for them, a fifth of a
-// heartbeat), and the masked document RecordAgent keeps in step.
+// heartbeat). The masked document is read only when RecordAgent writes:
+// most heartbeats write nothing, and copying it out of the row's overflow
+// pages was a tenth of one.
 func agentViewQuery(col string) string {
-	return "SELECT id, uuid, provision_state, maintenance, reservation, doc, masked_doc FROM nodes WHERE " + col + " = ?"
+	return "SELECT id, uuid, provision_state, maintenance, reservation, doc FROM nodes WHERE " + col + " = ?"
 }
 
 // AgentOf reads the node's AgentView by UUID or name with one indexed read
 // (two when ident is a name: agents send UUIDs).
 func (s *sqlStore) AgentOf(ctx context.Context, ident string) (AgentView, error) {
 	var (
-		v      AgentView
-		prov   string
-		res    sql.NullString
-		masked sql.NullString
+		v    AgentView
+		prov string
+		res  sql.NullString
 	)
 	// Strings, not []byte: SQLite's driver returns TEXT as a string, which
 	// database/sql would copy again into a []byte.
 	err := byUUIDOrName(func(col string) error {
 		return s.queryRow(ctx, s.rdb, agentViewQuery(col), ident).
-			Scan(&v.id, &v.UUID, &prov, &v.Maintenance, &res, &v.doc, &masked)
+			Scan(&v.id, &v.UUID, &prov, &v.Maintenance, &res, &v.doc)
 	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return AgentView{}, fmt.Errorf("node %s: %w", ident, ErrNotFound)
@@ -95,58 +101,92 @@ func (s *sqlStore) AgentOf(ctx context.Context, ident string) (AgentView, error)
 	if res.Valid {
 		v.Reservation = &res.String
 	}
-	if masked.Valid {
-		v.masked = &masked.String
-	}
-	if v.Token, v.URL, v.HasURL, err = agentKeys(unsafe.Slice(unsafe.StringData(v.doc), len(v.doc))); err != nil {
+	k, err := agentKeys(unsafe.Slice(unsafe.StringData(v.doc), len(v.doc)))
+	if err != nil {
 		return AgentView{}, fmt.Errorf("read agent of node %s: %w", ident, err)
 	}
+	v.Token, v.URL, v.HasURL, v.Version, v.VerifyCA = k.token, k.url, k.hasURL, k.version, k.verifyCA
+	v.LastHeartbeat = parseStamp(k.lastHeartbeat)
 	return v, nil
 }
 
-// agentKeys reads driver_internal_info's agent token and URL from a stored
+// parseStamp reads a stored timestamp as flowstate does; zero when it is
+// none or unreadable.
+func parseStamp(s string) time.Time {
+	for _, layout := range []string{time.RFC3339Nano, proto.TimeLayout} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t
+		}
+	}
+	return time.Time{}
+}
+
+// agentInfo is what AgentOf reads of driver_internal_info, each value as
+// json_extract gives it ("" when absent or null).
+type agentInfo struct {
+	token, url, version, verifyCA, lastHeartbeat string
+	hasURL                                       bool
+}
+
+// set records the key k's raw value, if it is one agentInfo holds.
+func (a *agentInfo) set(k string, raw []byte) (err error) {
+	switch k {
+	case proto.InfoAgentToken:
+		a.token, _, err = jsonText(raw)
+	case proto.InfoAgentURL:
+		a.url, a.hasURL, err = jsonText(raw)
+	case proto.InfoAgentVersion:
+		a.version, _, err = jsonText(raw)
+	case proto.InfoAgentVerifyCA:
+		a.verifyCA, _, err = jsonText(raw)
+	case proto.InfoAgentLastHeartbeat:
+		a.lastHeartbeat, _, err = jsonText(raw)
+	}
+	return err
+}
+
+// agentKeys reads driver_internal_info's agent keys from a stored
 // document as json_extract would: "" and not present for an absent key or
 // a null, a string's value, any other value's JSON text. A document that
 // is not compact (PostgreSQL's jsonb text after a jsonb_set) is decoded.
-func agentKeys(doc []byte) (token, url string, hasURL bool, err error) {
-	var dii []byte
+func agentKeys(doc []byte) (agentInfo, error) {
+	var (
+		a   agentInfo
+		dii []byte
+	)
 	if jsonscan.Members(doc, func(k, v []byte) {
 		if string(k) == "driver_internal_info" {
 			dii = v
 		}
 	}) == nil {
 		if len(dii) == 0 || dii[0] != '{' {
-			return "", "", false, nil
+			return agentInfo{}, nil
 		}
-		var tokRaw, urlRaw []byte
+		var err error
 		if jsonscan.Members(dii, func(k, v []byte) {
-			switch string(k) {
-			case proto.InfoAgentToken:
-				tokRaw = v
-			case proto.InfoAgentURL:
-				urlRaw = v
+			if e := a.set(string(k), v); e != nil && err == nil {
+				err = e
 			}
 		}) == nil {
-			token, _, err := jsonText(tokRaw)
 			if err != nil {
-				return "", "", false, err
+				return agentInfo{}, err
 			}
-			url, hasURL, err := jsonText(urlRaw)
-			return token, url, hasURL, err
+			return a, nil
 		}
+		a = agentInfo{}
 	}
 	var d struct {
 		DII map[string]json.RawMessage `json:"driver_internal_info"`
 	}
 	if err := json.Unmarshal(doc, &d); err != nil {
-		return "", "", false, fmt.Errorf("decode stored node: %w", err)
+		return agentInfo{}, fmt.Errorf("decode stored node: %w", err)
 	}
-	token, _, err = jsonText(d.DII[proto.InfoAgentToken])
-	if err != nil {
-		return "", "", false, err
+	for k, raw := range d.DII {
+		if err := a.set(k, raw); err != nil {
+			return agentInfo{}, err
+		}
 	}
-	url, hasURL, err = jsonText(d.DII[proto.InfoAgentURL])
-	return token, url, hasURL, err
+	return a, nil
 }
 
 // jsonText is json_extract's text of a JSON value; present is false for
@@ -198,7 +238,17 @@ func (s *sqlStore) RecordAgent(ctx context.Context, seen AgentView, set []KeyVal
 	docSet, maskedSet := s.d.jsonSet(paths), "NULL"
 	args = append(args, setArgs...)
 	docCond := ""
-	if doc, masked, ok := spliceAgent(seen, set, now, touchProvision); ok {
+	// The masked copy, read now: it is the document read's when the row
+	// still holds that document, which the UPDATE's conditions check.
+	var stored sql.NullString
+	if err := s.queryRow(ctx, s.rdb, "SELECT masked_doc FROM nodes WHERE id = ?", seen.id).Scan(&stored); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return false, fmt.Errorf("record agent of node %s: %w", seen.UUID, err)
+	}
+	var masked *string
+	if stored.Valid {
+		masked = &stored.String
+	}
+	if doc, masked, ok := spliceAgent(seen, masked, set, now, touchProvision); ok {
 		// The spliced copies when the row holds the document read, which
 		// the comparison tells without parsing it; json_set otherwise.
 		docSet = "CASE WHEN doc = ? THEN CAST(? AS TEXT) ELSE " + docSet + " END"
