@@ -109,6 +109,7 @@ func TestDecideHeartbeatRepeat(t *testing.T) {
 		{"new verify CA", seen(0, nil), withCA, true, res},
 		{"same verify CA", seen(0, func(v *store.AgentView) { v.VerifyCA = "PEM" }), withCA, false, res},
 		{"CA recorded, none sent", seen(0, func(v *store.AgentView) { v.VerifyCA = "PEM" }), hb, false, res},
+		{"inspect wait", seen(time.Second, func(v *store.AgentView) { v.ProvisionState, v.Maintenance = proto.StateInspectWait, false }), hb, false, res},
 		{"inspect wait in maintenance", seen(time.Second, func(v *store.AgentView) { v.ProvisionState = proto.StateInspectWait }), hb, false, res},
 		{"inspecting", seen(time.Second, func(v *store.AgentView) { v.ProvisionState, v.Maintenance = proto.StateInspecting, false }), hb, false, res},
 		{"deploy wait: the conductor acts", seen(0, func(v *store.AgentView) { v.Maintenance = false }), hb, true, res},
@@ -248,6 +249,39 @@ func TestRecordHeartbeat(t *testing.T) {
 		}
 		if n, _ := rs.GetNode(ctx, uuid); rs.records != 3 || n.DriverInternalInfo[proto.InfoAgentVersion] != "10.2" {
 			t.Errorf("a new version was not recorded: %d writes, %v", rs.records, n.DriverInternalInfo)
+		}
+	})
+	t.Run("inspect wait: the timeout runs from the recorded heartbeat", func(t *testing.T) {
+		s, rs, uuid := setup(t, proto.StateInspectWait)
+		t0 := time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC)
+		at := func(d time.Duration) { s.clock = func() time.Time { return t0.Add(d) } }
+		timedOut := func(now time.Duration) bool {
+			t.Helper()
+			got, err := rs.NodesWithWork(ctx, store.WorkQuery{HeartbeatBefore: t0.Add(now - time.Minute)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return slices.Contains(got, uuid)
+		}
+		// Heartbeats every second; the default minute of heartbeat
+		// timeout gives a 3 s resolution: those at 0 s and 3 s are written.
+		for sec := range 5 {
+			at(time.Duration(sec) * time.Second)
+			if act, err := heartbeat(t, s, rs, uuid); err != nil || act {
+				t.Fatalf("heartbeat at %ds: act %v err %v", sec, act, err)
+			}
+		}
+		n, _ := rs.GetNode(ctx, uuid)
+		if rs.records != 2 || !parseTime(t, n.DriverInternalInfo[proto.InfoAgentLastHeartbeat]).Equal(t0.Add(3*time.Second)) {
+			t.Fatalf("%d writes, recorded %v; want 2, the heartbeat at 3s", rs.records, n.DriverInternalInfo[proto.InfoAgentLastHeartbeat])
+		}
+		// The agent's last heartbeat was at 4 s; the node times out a
+		// minute after the recorded one, within the resolution of it.
+		if timedOut(time.Minute + 3*time.Second) {
+			t.Error("the node timed out a minute after its recorded heartbeat, not past it")
+		}
+		if !timedOut(time.Minute + 3*time.Second + time.Microsecond) {
+			t.Error("the node did not time out past a minute after its recorded heartbeat")
 		}
 	})
 	t.Run("fast path", func(t *testing.T) {
