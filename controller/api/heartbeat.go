@@ -169,6 +169,10 @@ func decodeHeartbeat(obj map[string]json.RawMessage) (*proto.HeartbeatRequest, e
 		case "agent_status_message":
 			dst = &hb.AgentStatusMessage
 		}
+		if dst != nil && plainString(raw) {
+			*dst = string(raw[1 : len(raw)-1])
+			continue
+		}
 		if dst == nil || len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, dst) != nil {
 			hb = new(proto.HeartbeatRequest)
 			if err := decodeInto(obj, hb, "heartbeat"); err != nil {
