@@ -32,8 +32,9 @@ type AgentView struct {
 	VerifyCA      string    // driver_internal_info.agent_verify_ca
 	LastHeartbeat time.Time // driver_internal_info.agent_last_heartbeat; zero if none or unreadable
 
-	id  int64
-	doc string // the stored document read
+	id     int64
+	doc    string  // the stored document read
+	masked *string // its masked copy; nil when the row has none
 }
 
 // KeyValue is one string key of driver_internal_info to set.
@@ -70,26 +71,28 @@ func (d *dialect) jsonSet(paths [][]string) string {
 // agentViewQuery selects an AgentView by col (uuid or name): the columns
 // and the document, whose agent keys agentKeys reads in Go (SQLite's
 // json_extract parsed the whole document for them, a fifth of a
-// heartbeat). The masked document is read only when RecordAgent writes:
-// most heartbeats write nothing, and copying it out of the row's overflow
-// pages was a tenth of one.
+// heartbeat), and the masked document RecordAgent keeps in step. Most
+// heartbeats write nothing and need no masked copy, but reading it here
+// costs them little, while a second query for it cost each written
+// heartbeat a quarter more (BenchmarkHeartbeatWritten).
 func agentViewQuery(col string) string {
-	return "SELECT id, uuid, provision_state, maintenance, reservation, doc FROM nodes WHERE " + col + " = ?"
+	return "SELECT id, uuid, provision_state, maintenance, reservation, doc, masked_doc FROM nodes WHERE " + col + " = ?"
 }
 
 // AgentOf reads the node's AgentView by UUID or name with one indexed read
 // (two when ident is a name: agents send UUIDs).
 func (s *sqlStore) AgentOf(ctx context.Context, ident string) (AgentView, error) {
 	var (
-		v    AgentView
-		prov string
-		res  sql.NullString
+		v      AgentView
+		prov   string
+		res    sql.NullString
+		masked sql.NullString
 	)
 	// Strings, not []byte: SQLite's driver returns TEXT as a string, which
 	// database/sql would copy again into a []byte.
 	err := byUUIDOrName(func(col string) error {
 		return s.queryRow(ctx, s.rdb, agentViewQuery(col), ident).
-			Scan(&v.id, &v.UUID, &prov, &v.Maintenance, &res, &v.doc)
+			Scan(&v.id, &v.UUID, &prov, &v.Maintenance, &res, &v.doc, &masked)
 	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return AgentView{}, fmt.Errorf("node %s: %w", ident, ErrNotFound)
@@ -100,6 +103,9 @@ func (s *sqlStore) AgentOf(ctx context.Context, ident string) (AgentView, error)
 	v.ProvisionState = proto.ProvisionState(prov)
 	if res.Valid {
 		v.Reservation = &res.String
+	}
+	if masked.Valid {
+		v.masked = &masked.String
 	}
 	k, err := agentKeys(unsafe.Slice(unsafe.StringData(v.doc), len(v.doc)))
 	if err != nil {
@@ -243,17 +249,7 @@ func (s *sqlStore) RecordAgent(ctx context.Context, seen AgentView, set []KeyVal
 	docSet, maskedSet := s.d.jsonSet(paths), "NULL"
 	args = append(args, setArgs...)
 	docCond := ""
-	// The masked copy, read now: it is the document read's when the row
-	// still holds that document, which the UPDATE's conditions check.
-	var stored sql.NullString
-	if err := s.queryRow(ctx, s.rdb, "SELECT masked_doc FROM nodes WHERE id = ?", seen.id).Scan(&stored); err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return false, fmt.Errorf("record agent of node %s: %w", seen.UUID, err)
-	}
-	var masked *string
-	if stored.Valid {
-		masked = &stored.String
-	}
-	if doc, masked, ok := spliceAgent(seen, masked, set, now, touchProvision); ok {
+	if doc, masked, ok := spliceAgent(seen, set, now, touchProvision); ok {
 		// The spliced copies when the row holds the document read, which
 		// the comparison tells without parsing it; json_set otherwise.
 		docSet = "CASE WHEN doc = ? THEN CAST(? AS TEXT) ELSE " + docSet + " END"

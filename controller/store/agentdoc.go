@@ -114,19 +114,19 @@ func agentEdits(set []KeyValue, stamp []byte, touchProvision bool) []docEdit {
 }
 
 // spliceAgent is the document and masked document RecordAgent writes for
-// seen, whose stored masked copy is stored (nil for none), or ok false when the document does not hold every key already
+// seen, or ok false when the document does not hold every key already
 // (the first heartbeat of an agent) and json_set must add them. The masked
 // copy is spliced when none of the keys is masked, derived from the new
 // document when the row has none, and NULL when deriving fails.
-func spliceAgent(seen AgentView, stored *string, set []KeyValue, now *proto.Time, touchProvision bool) (doc string, masked any, ok bool) {
+func spliceAgent(seen AgentView, set []KeyValue, now *proto.Time, touchProvision bool) (doc string, masked any, ok bool) {
 	stamp, _ := now.MarshalJSON()
 	edits := agentEdits(set, stamp, touchProvision)
 	d, ok := spliceDoc(unsafe.Slice(unsafe.StringData(seen.doc), len(seen.doc)), false, edits)
 	if !ok {
 		return "", nil, false
 	}
-	if stored != nil && !slices.ContainsFunc(set, func(kv KeyValue) bool { return secrets.IsSecretKey(kv.Key) }) {
-		if m, ok := spliceDoc(unsafe.Slice(unsafe.StringData(*stored), len(*stored)), true, edits); ok {
+	if seen.masked != nil && !slices.ContainsFunc(set, func(kv KeyValue) bool { return secrets.IsSecretKey(kv.Key) }) {
+		if m, ok := spliceDoc(unsafe.Slice(unsafe.StringData(*seen.masked), len(*seen.masked)), true, edits); ok {
 			return asString(d), asString(m), true
 		}
 	}
