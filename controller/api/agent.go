@@ -142,9 +142,15 @@ func (s *Server) heartbeat(c echo.Context) error {
 	if minor(c) < 22 {
 		return &Error{Code: http.StatusNotFound, bare: true}
 	}
-	obj, err := readJSONObject(c, "heartbeat")
+	body, err := readBody(c)
 	if err != nil {
 		return err
+	}
+	obj, ok := stringObject(body)
+	if !ok {
+		if obj, err = jsonObject(body, "heartbeat"); err != nil {
+			return err
+		}
 	}
 	if err := checkFields(c, "heartbeat", obj, heartbeatFields, map[string]int{"agent_token": 62, "agent_verify_ca": 68, "agent_status": 72, "agent_status_message": 72}); err != nil {
 		return err

@@ -13,12 +13,30 @@ import (
 	"github.com/kilnhq/kiln/proto"
 )
 
+// maxHeartbeatResolution bounds heartbeatResolution: how stale a recorded
+// agent_last_heartbeat may be.
+const maxHeartbeatResolution = 5 * time.Second
+
+// heartbeatResolution is the resolution of agent_last_heartbeat for an
+// agent given the heartbeat timeout: a heartbeat that repeats the recorded
+// URL, version and CA within it of the recorded one, and gives the
+// conductor nothing to do, is not written. A twentieth of the timeout, at
+// most 5 s: the recorded time is then never more than that older than the
+// agent's last heartbeat, so a node times out at worst that much early,
+// while an agent heartbeats at least every 0.6 timeouts (ironic-python-
+// agent's largest jitter).
+func heartbeatResolution(timeout time.Duration) time.Duration {
+	return min(timeout/20, maxHeartbeatResolution)
+}
+
 // decideHeartbeat judges an agent heartbeat against the node as seen: the
 // keys of driver_internal_info to record (none when the heartbeat changes
-// nothing, e.g. on an active node), whether the conductor must act, or the
-// error the agent gets. It is pure so that the fast path (store.AgentOf +
-// RecordAgent) and the fallback (UpdateNode) decide the same way.
-func decideHeartbeat(v store.AgentView, hb *proto.HeartbeatRequest, now time.Time) (set []store.KeyValue, act bool, err error) {
+// nothing, e.g. on an active node, or repeats the last recorded one within
+// resolution), whether the conductor must act, or the error the agent
+// gets. It is pure so that the fast path (store.AgentOf + RecordAgent) and
+// the fallback (UpdateNode) decide the same way, on what the database
+// holds: no controller's memory takes part, so several controllers agree.
+func decideHeartbeat(v store.AgentView, hb *proto.HeartbeatRequest, now time.Time, resolution time.Duration) (set []store.KeyValue, act bool, err error) {
 	if v.Token == "" || subtle.ConstantTimeCompare([]byte(v.Token), []byte(hb.AgentToken)) != 1 {
 		return nil, false, badRequest("Invalid or missing agent token received.")
 	}
@@ -30,7 +48,7 @@ func decideHeartbeat(v store.AgentView, hb *proto.HeartbeatRequest, now time.Tim
 	}
 	action := state.Heartbeat(v.ProvisionState, false, v.Maintenance)
 	record := action != state.HeartbeatIgnore || v.ProvisionState == proto.StateInspectWait || v.ProvisionState == proto.StateInspecting
-	if !record {
+	if !record || action != state.HeartbeatAct && recordedRecently(v, hb, now, resolution) {
 		return nil, false, nil
 	}
 	stamp := now.UTC().Format(time.RFC3339Nano)
@@ -49,12 +67,35 @@ func decideHeartbeat(v store.AgentView, hb *proto.HeartbeatRequest, now time.Tim
 	return set, act, nil
 }
 
+// recordedRecently reports whether the node already records what hb says,
+// with a last heartbeat less than resolution ago (not in the future: a
+// clock behind another controller's writes, as before).
+func recordedRecently(v store.AgentView, hb *proto.HeartbeatRequest, now time.Time, resolution time.Duration) bool {
+	if !v.HasURL || v.URL != hb.CallbackURL || v.Version != hb.AgentVersion || v.LastHeartbeat.IsZero() {
+		return false
+	}
+	if hb.AgentVerifyCA != "" && hb.AgentVerifyCA != v.VerifyCA {
+		return false
+	}
+	age := now.Sub(v.LastHeartbeat)
+	return age >= 0 && age < resolution
+}
+
 // agentViewOf is n as decideHeartbeat sees it.
 func agentViewOf(n *proto.Node) store.AgentView {
 	v := store.AgentView{UUID: n.UUID, ProvisionState: n.ProvisionState, Maintenance: n.Maintenance, Reservation: n.Reservation}
 	fs, _ := flowstate.Read(n, flowstate.PartAgent)
 	v.Token, v.URL, v.HasURL = fs.Agent.Token, fs.Agent.URL, fs.Agent.URL != ""
+	v.Version, v.VerifyCA, v.LastHeartbeat = fs.Agent.Version, fs.Agent.VerifyCA, fs.Agent.LastHeartbeat
 	return v
+}
+
+// now is the time a heartbeat is judged and recorded at.
+func (s *Server) now() time.Time {
+	if s.clock != nil {
+		return s.clock()
+	}
+	return time.Now()
 }
 
 // errUnchanged ends an UpdateNode whose heartbeat changes nothing: no write.
@@ -65,7 +106,8 @@ var errUnchanged = errors.New("heartbeat changes nothing")
 // changes nothing); if the node changed meanwhile, by deciding again on the
 // current node inside UpdateNode. It reports whether the conductor must act.
 func (s *Server) recordHeartbeat(ctx context.Context, ident string, v store.AgentView, hb *proto.HeartbeatRequest) (bool, error) {
-	set, act, err := decideHeartbeat(v, hb, time.Now())
+	res := heartbeatResolution(s.agentHeartbeatTimeout)
+	set, act, err := decideHeartbeat(v, hb, s.now(), res)
 	if err != nil || len(set) == 0 {
 		return false, err
 	}
@@ -75,7 +117,8 @@ func (s *Server) recordHeartbeat(ctx context.Context, ident string, v store.Agen
 	}
 	act = false
 	_, err = s.store.UpdateNode(ctx, ident, func(n *proto.Node) error {
-		set, a, err := decideHeartbeat(agentViewOf(n), hb, time.Now())
+		now := s.now()
+		set, a, err := decideHeartbeat(agentViewOf(n), hb, now, res)
 		if err != nil {
 			return err
 		}
@@ -83,7 +126,6 @@ func (s *Server) recordHeartbeat(ctx context.Context, ident string, v store.Agen
 			return errUnchanged
 		}
 		// The same change as the fast path's, made through the codec.
-		now := time.Now()
 		fs, _ := flowstate.Read(n, flowstate.PartAgent|flowstate.PartWork)
 		fs.Agent.URL, fs.Agent.Version, fs.Agent.LastHeartbeat = hb.CallbackURL, hb.AgentVersion, now
 		if hb.AgentVerifyCA != "" {
@@ -126,6 +168,10 @@ func decodeHeartbeat(obj map[string]json.RawMessage) (*proto.HeartbeatRequest, e
 			dst = &hb.AgentStatus
 		case "agent_status_message":
 			dst = &hb.AgentStatusMessage
+		}
+		if dst != nil && plainString(raw) {
+			*dst = string(raw[1 : len(raw)-1])
+			continue
 		}
 		if dst == nil || len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, dst) != nil {
 			hb = new(proto.HeartbeatRequest)

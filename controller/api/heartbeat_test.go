@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -48,7 +49,7 @@ func TestDecideHeartbeat(t *testing.T) {
 			append(append([]store.KeyValue{}, recorded...), store.KeyValue{Key: proto.InfoHeartbeatPending, Value: stamp}), true, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			set, act, err := decideHeartbeat(tc.view, &tc.hb, now)
+			set, act, err := decideHeartbeat(tc.view, &tc.hb, now, 5*time.Second)
 			if tc.status != 0 {
 				var e *Error
 				if !errors.As(err, &e) || e.Code != tc.status {
@@ -68,6 +69,83 @@ func TestDecideHeartbeat(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDecideHeartbeatRepeat: a heartbeat that repeats the recorded agent
+// within the resolution, and gives the conductor nothing to do, writes
+// nothing; anything new, an older record, or work for the conductor does.
+func TestDecideHeartbeatRepeat(t *testing.T) {
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	const res = 5 * time.Second
+	hb := proto.HeartbeatRequest{CallbackURL: "http://10.0.0.5:9999", AgentVersion: "10.1", AgentToken: "tok"}
+	withCA := hb
+	withCA.AgentVerifyCA = "PEM"
+	// seen is a node in maintenance in deploy wait (record only) whose
+	// agent last heartbeated age ago with hb's values.
+	seen := func(age time.Duration, edit func(*store.AgentView)) store.AgentView {
+		v := store.AgentView{ProvisionState: proto.StateDeployWait, Maintenance: true, Token: "tok",
+			URL: hb.CallbackURL, HasURL: true, Version: "10.1", LastHeartbeat: now.Add(-age)}
+		if edit != nil {
+			edit(&v)
+		}
+		return v
+	}
+	for _, tc := range []struct {
+		name      string
+		view      store.AgentView
+		hb        proto.HeartbeatRequest
+		write     bool
+		resolving time.Duration
+	}{
+		{"same agent just now", seen(0, nil), hb, false, res},
+		{"same agent within the resolution", seen(res-time.Millisecond, nil), hb, false, res},
+		{"same agent at the resolution", seen(res, nil), hb, true, res},
+		{"same agent long ago", seen(time.Hour, nil), hb, true, res},
+		{"recorded in the future (clock skew)", seen(-time.Second, nil), hb, true, res},
+		{"no recorded heartbeat", seen(0, func(v *store.AgentView) { v.LastHeartbeat = time.Time{} }), hb, true, res},
+		{"new agent version", seen(0, func(v *store.AgentView) { v.Version = "10.0" }), hb, true, res},
+		{"no URL recorded", seen(0, func(v *store.AgentView) { v.URL, v.HasURL = "", false }), hb, true, res},
+		{"new verify CA", seen(0, nil), withCA, true, res},
+		{"same verify CA", seen(0, func(v *store.AgentView) { v.VerifyCA = "PEM" }), withCA, false, res},
+		{"CA recorded, none sent", seen(0, func(v *store.AgentView) { v.VerifyCA = "PEM" }), hb, false, res},
+		{"inspect wait", seen(time.Second, func(v *store.AgentView) { v.ProvisionState, v.Maintenance = proto.StateInspectWait, false }), hb, false, res},
+		{"inspect wait in maintenance", seen(time.Second, func(v *store.AgentView) { v.ProvisionState = proto.StateInspectWait }), hb, false, res},
+		{"inspecting", seen(time.Second, func(v *store.AgentView) { v.ProvisionState, v.Maintenance = proto.StateInspecting, false }), hb, false, res},
+		{"deploy wait: the conductor acts", seen(0, func(v *store.AgentView) { v.Maintenance = false }), hb, true, res},
+		{"zero resolution", seen(0, nil), hb, true, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			set, _, err := decideHeartbeat(tc.view, &tc.hb, now, tc.resolving)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := len(set) > 0; got != tc.write {
+				t.Fatalf("write %v (%v), want %v", got, set, tc.write)
+			}
+			if tc.write && !slices.Contains(set, store.KeyValue{Key: proto.InfoAgentLastHeartbeat, Value: now.Format(time.RFC3339Nano)}) {
+				t.Errorf("the write %v does not record the heartbeat's time", set)
+			}
+		})
+	}
+	// A refused heartbeat is refused however recent the record.
+	bad := hb
+	bad.AgentToken = "other"
+	if _, _, err := decideHeartbeat(seen(0, nil), &bad, now, res); err == nil {
+		t.Error("a wrong token was accepted from a recently recorded agent")
+	}
+}
+
+func TestHeartbeatResolution(t *testing.T) {
+	for _, tc := range []struct{ timeout, want time.Duration }{
+		{5 * time.Minute, 5 * time.Second},
+		{time.Minute, 3 * time.Second},
+		{10 * time.Second, 500 * time.Millisecond},
+		{0, 0},
+	} {
+		if got := heartbeatResolution(tc.timeout); got != tc.want {
+			t.Errorf("heartbeatResolution(%v) = %v, want %v", tc.timeout, got, tc.want)
+		}
 	}
 }
 
@@ -129,6 +207,83 @@ func TestRecordHeartbeat(t *testing.T) {
 			t.Errorf("an ignored heartbeat wrote: %d writes, updated_at %v → %v, %v", rs.records, before.UpdatedAt, after.UpdatedAt, after.DriverInternalInfo)
 		}
 	})
+	t.Run("repeated heartbeat in maintenance writes once", func(t *testing.T) {
+		s, rs, uuid := setup(t, proto.StateDeployWait)
+		if _, err := rs.Store.UpdateNode(ctx, uuid, func(n *proto.Node) error { n.Maintenance = true; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		act, err := heartbeat(t, s, rs, uuid)
+		if err != nil || act || rs.records != 1 {
+			t.Fatalf("first heartbeat: act %v err %v, %d writes", act, err, rs.records)
+		}
+		first, _ := rs.GetNode(ctx, uuid)
+		// The default heartbeat timeout (a minute) gives a 3 s resolution:
+		// the next heartbeat comes within it, then one after it.
+		recorded := parseTime(t, first.DriverInternalInfo[proto.InfoAgentLastHeartbeat])
+		s.clock = func() time.Time { return recorded.Add(3*time.Second - time.Microsecond) }
+		if act, err := heartbeat(t, s, rs, uuid); err != nil || act {
+			t.Fatalf("second heartbeat: act %v err %v", act, err)
+		}
+		second, _ := rs.GetNode(ctx, uuid)
+		if rs.records != 1 || !sameTime(second.UpdatedAt, first.UpdatedAt) ||
+			second.DriverInternalInfo[proto.InfoAgentLastHeartbeat] != first.DriverInternalInfo[proto.InfoAgentLastHeartbeat] {
+			t.Errorf("a repeated heartbeat wrote: %d writes, %v → %v", rs.records, first.DriverInternalInfo, second.DriverInternalInfo)
+		}
+		s.clock = func() time.Time { return recorded.Add(3 * time.Second) }
+		if _, err := heartbeat(t, s, rs, uuid); err != nil {
+			t.Fatal(err)
+		}
+		third, _ := rs.GetNode(ctx, uuid)
+		if got := parseTime(t, third.DriverInternalInfo[proto.InfoAgentLastHeartbeat]); rs.records != 2 || !got.Equal(recorded.Add(3*time.Second)) {
+			t.Fatalf("a heartbeat at the resolution: %d writes, recorded %v, want %v", rs.records, got, recorded.Add(3*time.Second))
+		}
+		// A new agent version is written at once.
+		hb2 := hb
+		hb2.AgentVersion = "10.2"
+		v, err := rs.AgentOf(ctx, uuid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.recordHeartbeat(ctx, uuid, v, &hb2); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := rs.GetNode(ctx, uuid); rs.records != 3 || n.DriverInternalInfo[proto.InfoAgentVersion] != "10.2" {
+			t.Errorf("a new version was not recorded: %d writes, %v", rs.records, n.DriverInternalInfo)
+		}
+	})
+	t.Run("inspect wait: the timeout runs from the recorded heartbeat", func(t *testing.T) {
+		s, rs, uuid := setup(t, proto.StateInspectWait)
+		t0 := time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC)
+		at := func(d time.Duration) { s.clock = func() time.Time { return t0.Add(d) } }
+		timedOut := func(now time.Duration) bool {
+			t.Helper()
+			got, err := rs.NodesWithWork(ctx, store.WorkQuery{HeartbeatBefore: t0.Add(now - time.Minute)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return slices.Contains(got, uuid)
+		}
+		// Heartbeats every second; the default minute of heartbeat
+		// timeout gives a 3 s resolution: those at 0 s and 3 s are written.
+		for sec := range 5 {
+			at(time.Duration(sec) * time.Second)
+			if act, err := heartbeat(t, s, rs, uuid); err != nil || act {
+				t.Fatalf("heartbeat at %ds: act %v err %v", sec, act, err)
+			}
+		}
+		n, _ := rs.GetNode(ctx, uuid)
+		if rs.records != 2 || !parseTime(t, n.DriverInternalInfo[proto.InfoAgentLastHeartbeat]).Equal(t0.Add(3*time.Second)) {
+			t.Fatalf("%d writes, recorded %v; want 2, the heartbeat at 3s", rs.records, n.DriverInternalInfo[proto.InfoAgentLastHeartbeat])
+		}
+		// The agent's last heartbeat was at 4 s; the node times out a
+		// minute after the recorded one, within the resolution of it.
+		if timedOut(time.Minute + 3*time.Second) {
+			t.Error("the node timed out a minute after its recorded heartbeat, not past it")
+		}
+		if !timedOut(time.Minute + 3*time.Second + time.Microsecond) {
+			t.Error("the node did not time out past a minute after its recorded heartbeat")
+		}
+	})
 	t.Run("fast path", func(t *testing.T) {
 		s, rs, uuid := setup(t, proto.StateDeployWait)
 		act, err := heartbeat(t, s, rs, uuid)
@@ -174,6 +329,16 @@ func TestRecordHeartbeat(t *testing.T) {
 			t.Errorf("refused heartbeat wrote %v", n.DriverInternalInfo)
 		}
 	})
+}
+
+func parseTime(t *testing.T, v any) time.Time {
+	t.Helper()
+	s, _ := v.(string)
+	at, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		t.Fatalf("recorded time %v: %v", v, err)
+	}
+	return at
 }
 
 func sameTime(a, b *proto.Time) bool {

@@ -22,6 +22,11 @@ func readJSONObject(c echo.Context, what string) (map[string]json.RawMessage, er
 	if err != nil {
 		return nil, err
 	}
+	return jsonObject(body, what)
+}
+
+// jsonObject decodes body, a request body, as a JSON object.
+func jsonObject(body []byte, what string) (map[string]json.RawMessage, error) {
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(body, &obj); err != nil {
 		return nil, badRequest("Invalid JSON in %s request body: %s", what, jsonErrorText(err))

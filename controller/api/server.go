@@ -67,6 +67,7 @@ type Server struct {
 	notifier              func(string)
 	notifyAgent           func(string)
 	agentHeartbeatTimeout time.Duration
+	clock                 func() time.Time // heartbeats' time when set (tests); time.Now otherwise
 	events                *events.Bus
 	agentLimit            *ratelimit.Limiter
 	conductorWait         time.Duration

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 	"unsafe"
 
 	"github.com/kilnhq/kiln/controller/jsonscan"
@@ -25,6 +26,11 @@ type AgentView struct {
 	Token          string // driver_internal_info.agent_secret_token ("" if none)
 	URL            string // driver_internal_info.agent_url ("" if none)
 	HasURL         bool   // agent_url is present (even if empty)
+	// What the agent's last recorded heartbeat said: a heartbeat that
+	// repeats it soon after changes nothing worth a write.
+	Version       string    // driver_internal_info.agent_version
+	VerifyCA      string    // driver_internal_info.agent_verify_ca
+	LastHeartbeat time.Time // driver_internal_info.agent_last_heartbeat; zero if none or unreadable
 
 	id     int64
 	doc    string  // the stored document read
@@ -63,9 +69,12 @@ func (d *dialect) jsonSet(paths [][]string) string {
 }
 
 // agentViewQuery selects an AgentView by col (uuid or name): the columns
-// and the document, whose two keys agentKeys reads in Go (SQLite's
+// and the document, whose agent keys agentKeys reads in Go (SQLite's
 // json_extract parsed the whole document for them, a fifth of a
-// heartbeat), and the masked document RecordAgent keeps in step.
+// heartbeat), and the masked document RecordAgent keeps in step. Most
+// heartbeats write nothing and need no masked copy, but reading it here
+// costs them little, while a second query for it cost each written
+// heartbeat a quarter more (BenchmarkHeartbeatWritten).
 func agentViewQuery(col string) string {
 	return "SELECT id, uuid, provision_state, maintenance, reservation, doc, masked_doc FROM nodes WHERE " + col + " = ?"
 }
@@ -98,55 +107,92 @@ func (s *sqlStore) AgentOf(ctx context.Context, ident string) (AgentView, error)
 	if masked.Valid {
 		v.masked = &masked.String
 	}
-	if v.Token, v.URL, v.HasURL, err = agentKeys(unsafe.Slice(unsafe.StringData(v.doc), len(v.doc))); err != nil {
+	k, err := agentKeys(unsafe.Slice(unsafe.StringData(v.doc), len(v.doc)))
+	if err != nil {
 		return AgentView{}, fmt.Errorf("read agent of node %s: %w", ident, err)
 	}
+	v.Token, v.URL, v.HasURL, v.Version, v.VerifyCA = k.token, k.url, k.hasURL, k.version, k.verifyCA
+	v.LastHeartbeat = parseStamp(k.lastHeartbeat)
 	return v, nil
 }
 
-// agentKeys reads driver_internal_info's agent token and URL from a stored
+// parseStamp reads a stored timestamp as flowstate does; zero when it is
+// none or unreadable.
+func parseStamp(s string) time.Time {
+	for _, layout := range []string{time.RFC3339Nano, proto.TimeLayout} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t
+		}
+	}
+	return time.Time{}
+}
+
+// agentInfo is what AgentOf reads of driver_internal_info, each value as
+// json_extract gives it ("" when absent or null).
+type agentInfo struct {
+	token, url, version, verifyCA, lastHeartbeat string
+	hasURL                                       bool
+}
+
+// set records the key k's raw value, if it is one agentInfo holds.
+func (a *agentInfo) set(k string, raw []byte) (err error) {
+	switch k {
+	case proto.InfoAgentToken:
+		a.token, _, err = jsonText(raw)
+	case proto.InfoAgentURL:
+		a.url, a.hasURL, err = jsonText(raw)
+	case proto.InfoAgentVersion:
+		a.version, _, err = jsonText(raw)
+	case proto.InfoAgentVerifyCA:
+		a.verifyCA, _, err = jsonText(raw)
+	case proto.InfoAgentLastHeartbeat:
+		a.lastHeartbeat, _, err = jsonText(raw)
+	}
+	return err
+}
+
+// agentKeys reads driver_internal_info's agent keys from a stored
 // document as json_extract would: "" and not present for an absent key or
 // a null, a string's value, any other value's JSON text. A document that
 // is not compact (PostgreSQL's jsonb text after a jsonb_set) is decoded.
-func agentKeys(doc []byte) (token, url string, hasURL bool, err error) {
-	var dii []byte
+func agentKeys(doc []byte) (agentInfo, error) {
+	var (
+		a   agentInfo
+		dii []byte
+	)
 	if jsonscan.Members(doc, func(k, v []byte) {
 		if string(k) == "driver_internal_info" {
 			dii = v
 		}
 	}) == nil {
 		if len(dii) == 0 || dii[0] != '{' {
-			return "", "", false, nil
+			return agentInfo{}, nil
 		}
-		var tokRaw, urlRaw []byte
+		var err error
 		if jsonscan.Members(dii, func(k, v []byte) {
-			switch string(k) {
-			case proto.InfoAgentToken:
-				tokRaw = v
-			case proto.InfoAgentURL:
-				urlRaw = v
+			if e := a.set(string(k), v); e != nil && err == nil {
+				err = e
 			}
 		}) == nil {
-			token, _, err := jsonText(tokRaw)
 			if err != nil {
-				return "", "", false, err
+				return agentInfo{}, err
 			}
-			url, hasURL, err := jsonText(urlRaw)
-			return token, url, hasURL, err
+			return a, nil
 		}
+		a = agentInfo{}
 	}
 	var d struct {
 		DII map[string]json.RawMessage `json:"driver_internal_info"`
 	}
 	if err := json.Unmarshal(doc, &d); err != nil {
-		return "", "", false, fmt.Errorf("decode stored node: %w", err)
+		return agentInfo{}, fmt.Errorf("decode stored node: %w", err)
 	}
-	token, _, err = jsonText(d.DII[proto.InfoAgentToken])
-	if err != nil {
-		return "", "", false, err
+	for k, raw := range d.DII {
+		if err := a.set(k, raw); err != nil {
+			return agentInfo{}, err
+		}
 	}
-	url, hasURL, err = jsonText(d.DII[proto.InfoAgentURL])
-	return token, url, hasURL, err
+	return a, nil
 }
 
 // jsonText is json_extract's text of a JSON value; present is false for
@@ -156,6 +202,11 @@ func jsonText(raw []byte) (text string, present bool, err error) {
 	switch {
 	case len(raw) == 0 || string(raw) == "null":
 		return "", false, nil
+	case raw[0] == '"' && len(raw) >= 2 && raw[len(raw)-1] == '"' && bytes.IndexByte(raw, '\\') < 0:
+		// No escape: the text between the quotes, without decoding (a
+		// stored document is valid JSON; decoding each agent key was a
+		// tenth of a heartbeat).
+		return string(raw[1 : len(raw)-1]), true, nil
 	case raw[0] == '"':
 		if err := json.Unmarshal(raw, &text); err != nil {
 			return "", false, fmt.Errorf("decode stored node: %w", err)
