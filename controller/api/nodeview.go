@@ -242,7 +242,7 @@ func (s *Server) listNodeViews(c echo.Context, q store.NodeQuery, p listParams, 
 		return false, nil
 	}
 	if vv, ok := store.VersionedViewsOf(s.store); ok && isFullPlan(plan, minor(c)) {
-		if done, err := s.listKeptViews(c, vv, q, p, path, plan); done {
+		if done, err := s.listKeptViews(c, vv, q, p, path, plan, keptFull); done {
 			return true, err
 		}
 	}
@@ -268,12 +268,12 @@ func listError(err error, p listParams) error {
 	return err
 }
 
-// listKeptViews answers a full-plan node list from the page's row
-// versions (read from an index, without the documents), the renderings
+// listKeptViews answers a node list in plan, whose renderings are kept as
+// kept, from the page's row versions (read from an index, without the documents), the renderings
 // kept for them, and the views of the nodes not kept, read by id and kept
 // for the next time. False, with nothing sent, when a node of the page was
 // deleted between the two reads: the caller then reads the page whole.
-func (s *Server) listKeptViews(c echo.Context, vv store.VersionedNodeViews, q store.NodeQuery, p listParams, path string, plan fieldPlan) (bool, error) {
+func (s *Server) listKeptViews(c echo.Context, vv store.VersionedNodeViews, q store.NodeQuery, p listParams, path string, plan fieldPlan, kept keptPlan) (bool, error) {
 	ctx := c.Request().Context()
 	vers, err := vv.ListNodeVersions(ctx, q)
 	if err != nil {
@@ -288,7 +288,7 @@ func (s *Server) listKeptViews(c echo.Context, vv store.VersionedNodeViews, q st
 	items := make([]item, len(vers))
 	var miss []int64
 	for i, v := range vers {
-		if uuid, out, ok := s.views.get(viewKey{id: v.ID, base: base, minor: mv}, v.RowVersion); ok {
+		if uuid, out, ok := s.views.get(viewKey{id: v.ID, base: base, minor: mv, plan: kept}, v.RowVersion); ok {
 			items[i] = item{uuid: uuid, out: out}
 		} else {
 			miss = append(miss, v.ID)
@@ -330,7 +330,7 @@ func (s *Server) listKeptViews(c echo.Context, vv store.VersionedNodeViews, q st
 		}
 		// Kept under the version read with the view: a write since then
 		// has a higher version, which misses.
-		s.views.put(viewKey{id: it.view.ID, base: base, minor: mv}, it.view.RowVersion, it.uuid, w.buf.Bytes()[start:])
+		s.views.put(viewKey{id: it.view.ID, base: base, minor: mv, plan: kept}, it.view.RowVersion, it.uuid, w.buf.Bytes()[start:])
 		return nil
 	})
 }

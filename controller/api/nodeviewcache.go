@@ -15,8 +15,8 @@ import (
 // the row's version (store.NodeVersion, bumped in the database by every
 // write that changes what is rendered, so it stays right with several
 // controllers writing one database) is the one it was rendered from. Only
-// the full plan (every field at the microversion, as /detail shows) is
-// kept. The zero value is ready; it holds at most viewCacheBytes.
+// the full plan (every field at the microversion, as /detail shows) and
+// the default list plan (/v1/nodes) are kept. The zero value is ready; it holds at most viewCacheBytes.
 type viewCache struct {
 	mu      sync.Mutex
 	entries map[viewKey]*viewEntry
@@ -31,7 +31,16 @@ type viewKey struct {
 	id    int64
 	base  string
 	minor int
+	plan  keptPlan
 }
+
+// keptPlan names the field plans whose renderings are kept.
+type keptPlan uint8
+
+const (
+	keptFull    keptPlan = iota // every field: /detail
+	keptSummary                 // the default list fields: /v1/nodes
+)
 
 // viewEntry is a rendering, the row version it was rendered from and the
 // node's UUID (for the page's next link).

@@ -15,12 +15,13 @@ import (
 	"github.com/kilnhq/kiln/proto"
 )
 
-// TestDetailCacheFollowsTheStore: /v1/nodes/detail answered by a server
-// whose renderings are kept is, after every kind of change to the nodes,
-// byte for byte what a server with nothing kept answers over the same
-// database: edits through the store, reservations taken and released, an
-// agent's heartbeat (which rewrites the document alone), a state change,
-// at several microversions and host names, with ?fields= pages between.
+// TestDetailCacheFollowsTheStore: /v1/nodes/detail and /v1/nodes answered
+// by a server whose renderings are kept are, after every kind of change to
+// the nodes, byte for byte what a server with nothing kept answers over
+// the same database: edits through the store, reservations taken and
+// released, an agent's heartbeat (which rewrites the document alone), a
+// state change, a node deleted and enrolled again, at several
+// microversions and host names, with ?fields= pages between.
 func TestDetailCacheFollowsTheStore(t *testing.T) {
 	ctx := context.Background()
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "kiln.db"), store.Options{})
@@ -66,7 +67,8 @@ func TestDetailCacheFollowsTheStore(t *testing.T) {
 		defer fresh.Close()
 		for _, host := range []string{"kiln.example:6385", "other.example"} {
 			for _, version := range []string{"1.1", "1.38", "1.82", "latest"} {
-				for _, path := range []string{"/v1/nodes/detail", "/v1/nodes/detail?limit=5", "/v1/nodes?fields=uuid,extra"} {
+				for _, path := range []string{"/v1/nodes/detail", "/v1/nodes/detail?limit=5", "/v1/nodes", "/v1/nodes?limit=5&sort_key=name",
+					"/v1/nodes?fields=uuid,extra"} {
 					if version == "1.1" && strings.Contains(path, "fields") {
 						continue
 					}
