@@ -149,3 +149,84 @@ func TestRowVersionFollowsEveryWrite(t *testing.T) {
 		}
 	})
 }
+
+// TestNodeVersionsInListOrder: ListNodeVersions lists the nodes ListNodeViews
+// lists, in the same order, for every sort key, both directions, with and
+// without a marker, a limit and a filter, on both databases.
+func TestNodeVersionsInListOrder(t *testing.T) {
+	eachBackend(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		st := openT(t, dsn, Options{})
+		states := []proto.ProvisionState{proto.StateActive, proto.StateAvailable, proto.StateManageable}
+		for i := range 12 {
+			name := fmt.Sprintf("n-%d", (i*7)%12)
+			n := &proto.Node{UUID: fmt.Sprintf("7b000000-0000-4000-8000-%012d", (i*5)%12), Name: &name,
+				Driver: []string{"ipmi", "redfish"}[i%2], ProvisionState: states[i%3], Maintenance: i%4 == 0}
+			if i%3 > 0 {
+				owner := []string{"", "a", "b"}[i%3]
+				n.Owner = &owner
+			}
+			if i == 3 {
+				n.Name = nil
+			}
+			if err := st.CreateNode(ctx, n); err != nil {
+				t.Fatal(err)
+			}
+			if i%5 == 0 {
+				if _, err := st.Reserve(ctx, n.UUID, fmt.Sprintf("c%d", i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		ss := st.(*sqlStore)
+		yes := true
+		for _, key := range append([]string{""}, NodeSortKeys...) {
+			for _, dir := range []string{"", "desc"} {
+				for _, q := range []NodeQuery{{}, {Limit: 5}, {Limit: 5, Maintenance: &yes}, {Driver: "ipmi"}} {
+					q.SortKey, q.SortDir = key, dir
+					all, err := ss.ListNodeViews(ctx, q)
+					if err != nil {
+						t.Fatal(err)
+					}
+					markers := []string{""}
+					if len(all) > 2 {
+						markers = append(markers, all[1].UUID)
+					}
+					for _, marker := range markers {
+						q.Marker = marker
+						views, err := ss.ListNodeViews(ctx, q)
+						if err != nil {
+							t.Fatal(err)
+						}
+						vers, err := ss.ListNodeVersions(ctx, q)
+						if err != nil {
+							t.Fatal(err)
+						}
+						ids := make([]int64, len(vers))
+						for i, v := range vers {
+							ids[i] = v.ID
+						}
+						read, err := ss.NodeViewsByID(ctx, ids)
+						if err != nil {
+							t.Fatal(err)
+						}
+						uuidOf := map[int64]string{}
+						for _, v := range read {
+							uuidOf[v.ID] = v.UUID
+						}
+						var got, want []string
+						for _, v := range vers {
+							got = append(got, uuidOf[v.ID])
+						}
+						for _, v := range views {
+							want = append(want, v.UUID)
+						}
+						if strings.Join(got, " ") != strings.Join(want, " ") {
+							t.Errorf("%+v: versions in order\n %v\nviews\n %v", q, got, want)
+						}
+					}
+				}
+			}
+		}
+	})
+}
