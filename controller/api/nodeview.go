@@ -269,10 +269,12 @@ func listError(err error, p listParams) error {
 }
 
 // listKeptViews answers a node list in plan, whose renderings are kept as
-// kept, from the page's row versions (read from an index, without the documents), the renderings
-// kept for them, and the views of the nodes not kept, read by id and kept
-// for the next time. False, with nothing sent, when a node of the page was
-// deleted between the two reads: the caller then reads the page whole.
+// kept, from the page's row versions (read from an index, without the
+// documents), the renderings kept for them, and the views of the nodes not
+// kept, read by id and kept for the next time. The page is what one read
+// at the versions' time answers: false, with nothing sent, when a node of
+// the page was deleted or written between the two reads (it may have left
+// the filter's or the sort's page); the caller then reads the page whole.
 func (s *Server) listKeptViews(c echo.Context, vv store.VersionedNodeViews, q store.NodeQuery, p listParams, path string, plan fieldPlan, kept keptPlan) (bool, error) {
 	ctx := c.Request().Context()
 	vers, err := vv.ListNodeVersions(ctx, q)
@@ -308,7 +310,7 @@ func (s *Server) listKeptViews(c echo.Context, vv store.VersionedNodeViews, q st
 				continue
 			}
 			r, ok := byID[v.ID]
-			if !ok {
+			if !ok || r.RowVersion != v.RowVersion {
 				return false, nil
 			}
 			items[i] = item{uuid: r.UUID, view: r}
@@ -328,8 +330,6 @@ func (s *Server) listKeptViews(c echo.Context, vv store.VersionedNodeViews, q st
 		if err := w.nodeView(c, base, &it.view.NodeView, plan); err != nil {
 			return err
 		}
-		// Kept under the version read with the view: a write since then
-		// has a higher version, which misses.
 		s.views.put(viewKey{id: it.view.ID, base: base, minor: mv, plan: kept}, it.view.RowVersion, it.uuid, w.buf.Bytes()[start:])
 		return nil
 	})

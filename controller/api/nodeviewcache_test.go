@@ -141,112 +141,89 @@ func TestDetailCacheFollowsTheStore(t *testing.T) {
 	check("a node enrolled again under its UUID")
 }
 
-// deletingStore deletes a node between a page's versions and its views,
-// as another client may.
-type deletingStore struct {
+// betweenStore runs a write between a page's versions and its views, as
+// another client may.
+type betweenStore struct {
 	store.Store
-	vv     store.VersionedNodeViews
-	delete string // the node to delete, once
+	vv      store.VersionedNodeViews
+	between func(ctx context.Context) error // run once
 }
 
-func (d *deletingStore) Unwrap() store.Store { return d.Store }
+func (d *betweenStore) Unwrap() store.Store { return d.Store }
 
-func (d *deletingStore) ListNodeVersions(ctx context.Context, q store.NodeQuery) ([]store.NodeVersion, error) {
+func (d *betweenStore) ListNodeVersions(ctx context.Context, q store.NodeQuery) ([]store.NodeVersion, error) {
 	return d.vv.ListNodeVersions(ctx, q)
 }
 
-func (d *deletingStore) NodeViewsByID(ctx context.Context, ids []int64) ([]store.VersionedView, error) {
-	if d.delete != "" {
-		if err := d.Store.DeleteNode(ctx, d.delete); err != nil {
+func (d *betweenStore) NodeViewsByID(ctx context.Context, ids []int64) ([]store.VersionedView, error) {
+	if d.between != nil {
+		if err := d.between(ctx); err != nil {
 			return nil, err
 		}
-		d.delete = ""
+		d.between = nil
 	}
 	return d.vv.NodeViewsByID(ctx, ids)
 }
 
-// TestDetailNodeDeletedBetweenReads: a node deleted between the page's
-// versions and its views is left out of the page, which is the page read
-// whole after the deletion.
-func TestDetailNodeDeletedBetweenReads(t *testing.T) {
-	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "kiln.db"), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	var uuids []string
-	for i := range 4 {
-		n := &proto.Node{UUID: fmt.Sprintf("0d1e2f3a-0000-4000-8000-%012d", i), Driver: "fake-hardware", Extra: proto.Dict{"i": i}}
-		if err := st.CreateNode(ctx, n); err != nil {
-			t.Fatal(err)
-		}
-		uuids = append(uuids, n.UUID)
-	}
-	vv, ok := store.VersionedViewsOf(st)
-	if !ok {
-		t.Fatal("the SQLite store has no versioned views")
-	}
-	ds := &deletingStore{Store: st, vv: vv, delete: uuids[2]}
-	srv := httptest.NewServer(New(Config{Store: ds, Conductor: "c1"}))
-	defer srv.Close()
-	resp, err := http.Get(srv.URL + "/v1/nodes/detail?limit=3")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET: %d %v %s", resp.StatusCode, err, b)
-	}
-	if ds.delete != "" {
-		t.Fatal("the page's views were not read by id")
-	}
-	for i, u := range uuids {
-		if got, want := bytes.Contains(b, []byte(`"uuid":"`+u+`"`)), i != 2; got != want {
-			t.Errorf("node %d in the page: %v, want %v: %s", i, got, want, b)
-		}
-	}
-}
-
-// TestViewCacheBound: a viewCache holds at most viewCacheBytes, keeps what
-// was put last, and never answers for another row version, base URL or
-// microversion.
-func TestViewCacheBound(t *testing.T) {
-	var c viewCache
-	out := bytes.Repeat([]byte("o"), 200<<10)
-	for i := range 2 * viewCacheBytes / (200 << 10) {
-		k := viewKey{id: int64(i), base: "http://h", minor: 1}
-		uuid := fmt.Sprintf("node-%d", i)
-		c.put(k, 7, uuid, out)
-		if c.size > viewCacheBytes {
-			t.Fatalf("after %d puts the cache holds %d bytes, more than %d", i+1, c.size, viewCacheBytes)
-		}
-		if u, got, ok := c.get(k, 7); !ok || u != uuid || !bytes.Equal(got, out) {
-			t.Fatalf("put %d: not kept", i)
-		}
-		for _, other := range []struct {
-			k       viewKey
-			version int64
-		}{
-			{k, 8}, {k, 6},
-			{viewKey{id: k.id, base: "http://other", minor: 1}, 7},
-			{viewKey{id: k.id, base: k.base, minor: 2}, 7},
-			{viewKey{id: k.id + 1, base: k.base, minor: 1}, 7},
-		} {
-			if _, _, ok := c.get(other.k, other.version); ok {
-				t.Fatalf("put %d: answered for %+v version %d", i, other.k, other.version)
+// TestDetailNodeWrittenBetweenReads: a node deleted, or written so that it
+// leaves the filter, between the page's versions and its views is left
+// out of the page, which is read whole after the write.
+func TestDetailNodeWrittenBetweenReads(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		write func(ctx context.Context, st store.Store, uuid string) error
+	}{
+		{"deleted", func(ctx context.Context, st store.Store, uuid string) error { return st.DeleteNode(ctx, uuid) }},
+		{"left the filter", func(ctx context.Context, st store.Store, uuid string) error {
+			_, err := st.UpdateNode(ctx, uuid, func(n *proto.Node) error { n.ProvisionState = proto.StateManageable; return nil })
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			st, err := store.Open(ctx, filepath.Join(t.TempDir(), "kiln.db"), store.Options{})
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-	}
-	sum := 0
-	for _, e := range c.entries {
-		sum += e.size()
-	}
-	if sum != c.size {
-		t.Fatalf("the cache counts %d bytes, holds %d", c.size, sum)
-	}
-	if len(c.entries) < viewCacheBytes/2/(200<<10) {
-		t.Fatalf("the cache holds %d entries after its bound, fewer than half of what fits", len(c.entries))
+			defer st.Close()
+			var uuids []string
+			for i := range 4 {
+				n := &proto.Node{UUID: fmt.Sprintf("0d1e2f3a-0000-4000-8000-%012d", i), Driver: "fake-hardware",
+					ProvisionState: proto.StateAvailable, Extra: proto.Dict{"i": i}}
+				if err := st.CreateNode(ctx, n); err != nil {
+					t.Fatal(err)
+				}
+				uuids = append(uuids, n.UUID)
+			}
+			vv, ok := store.VersionedViewsOf(st)
+			if !ok {
+				t.Fatal("the SQLite store has no versioned views")
+			}
+			bs := &betweenStore{Store: st, vv: vv, between: func(ctx context.Context) error { return tc.write(ctx, st, uuids[2]) }}
+			srv := httptest.NewServer(New(Config{Store: bs, Conductor: "c1"}))
+			defer srv.Close()
+			req, err := http.NewRequest("GET", srv.URL+"/v1/nodes/detail?limit=3&provision_state=available", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("X-OpenStack-Ironic-API-Version", "1.95")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			if err != nil || resp.StatusCode != http.StatusOK {
+				t.Fatalf("GET: %d %v %s", resp.StatusCode, err, b)
+			}
+			if bs.between != nil {
+				t.Fatal("the page's views were not read by id")
+			}
+			for i, u := range uuids {
+				if got, want := bytes.Contains(b, []byte(`"uuid":"`+u+`"`)), i != 2; got != want {
+					t.Errorf("node %d in the page: %v, want %v: %s", i, got, want, b)
+				}
+			}
+		})
 	}
 }
