@@ -129,6 +129,13 @@ func (s *Server) listNodeSummaries(c echo.Context, q store.NodeQuery, p listPara
 	if !ok {
 		return false, nil
 	}
+	if vv, ok := store.VersionedViewsOf(s.store); ok && q.Summary {
+		// The default list, polled as /detail is: kept renderings by row
+		// version, and the views of the nodes not kept.
+		if done, err := s.listKeptViews(c, vv, q, p, path, plan, keptSummary); done {
+			return true, err
+		}
+	}
 	list, err := sums.ListNodeSummaries(c.Request().Context(), q)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) && p.marker != "" {

@@ -233,39 +233,104 @@ func isPlainString(str string) bool {
 }
 
 // listNodeViews answers a node list from the store's views; false when the
-// store has none (the caller then lists nodes).
+// store has none (the caller then lists nodes). The full plan (/detail)
+// is answered from kept renderings where the store can tell their
+// versions (listKeptViews).
 func (s *Server) listNodeViews(c echo.Context, q store.NodeQuery, p listParams, path string, plan fieldPlan) (bool, error) {
 	views, ok := store.ViewsOf(s.store)
 	if !ok {
 		return false, nil
 	}
+	if vv, ok := store.VersionedViewsOf(s.store); ok && isFullPlan(plan, minor(c)) {
+		if done, err := s.listKeptViews(c, vv, q, p, path, plan, keptFull); done {
+			return true, err
+		}
+	}
 	vs, err := views.ListNodeViews(c.Request().Context(), q)
 	if err != nil {
-		if errors.Is(err, store.ErrNotFound) && p.marker != "" {
-			return true, badRequest("Marker %s could not be found.", p.marker)
-		}
-		return true, err
+		return true, listError(err, p)
 	}
 	next := ""
 	if len(vs) > 0 {
 		next = nextLink(c, path, p, len(vs), vs[len(vs)-1].UUID)
 	}
-	base, mv := baseURL(c), minor(c)
-	cached := isFullPlan(plan, mv)
+	base := baseURL(c)
 	return true, sendList(c, "nodes", len(vs), next, func(w *objectWriter, i int) error {
-		if !cached {
-			return w.nodeView(c, base, &vs[i], plan)
+		return w.nodeView(c, base, &vs[i], plan)
+	})
+}
+
+// listError is a node list's store error as the API answers it.
+func listError(err error, p listParams) error {
+	if errors.Is(err, store.ErrNotFound) && p.marker != "" {
+		return badRequest("Marker %s could not be found.", p.marker)
+	}
+	return err
+}
+
+// listKeptViews answers a node list in plan, whose renderings are kept as
+// kept, from the page's row versions (read from an index, without the
+// documents), the renderings kept for them, and the views of the nodes not
+// kept, read by id and kept for the next time. The page is what one read
+// at the versions' time answers: false, with nothing sent, when a node of
+// the page was deleted or written between the two reads (it may have left
+// the filter's or the sort's page); the caller then reads the page whole.
+func (s *Server) listKeptViews(c echo.Context, vv store.VersionedNodeViews, q store.NodeQuery, p listParams, path string, plan fieldPlan, kept keptPlan) (bool, error) {
+	ctx := c.Request().Context()
+	vers, err := vv.ListNodeVersions(ctx, q)
+	if err != nil {
+		return true, listError(err, p)
+	}
+	base, mv := baseURL(c), minor(c)
+	type item struct {
+		uuid string
+		out  []byte               // kept, or
+		view *store.VersionedView // to render
+	}
+	items := make([]item, len(vers))
+	var miss []int64
+	for i, v := range vers {
+		if uuid, out, ok := s.views.get(viewKey{id: v.ID, base: base, minor: mv, plan: kept}, v.RowVersion); ok {
+			items[i] = item{uuid: uuid, out: out}
+		} else {
+			miss = append(miss, v.ID)
 		}
-		k := viewKey{uuid: vs[i].UUID, base: base, minor: mv}
-		if out, ok := s.views.get(k, &vs[i]); ok {
-			w.buf.Write(out)
+	}
+	if len(miss) > 0 {
+		read, err := vv.NodeViewsByID(ctx, miss)
+		if err != nil {
+			return true, err
+		}
+		byID := make(map[int64]*store.VersionedView, len(read))
+		for i := range read {
+			byID[read[i].ID] = &read[i]
+		}
+		for i, v := range vers {
+			if items[i].out != nil {
+				continue
+			}
+			r, ok := byID[v.ID]
+			if !ok || r.RowVersion != v.RowVersion {
+				return false, nil
+			}
+			items[i] = item{uuid: r.UUID, view: r}
+		}
+	}
+	next := ""
+	if len(items) > 0 {
+		next = nextLink(c, path, p, len(items), items[len(items)-1].uuid)
+	}
+	return true, sendList(c, "nodes", len(items), next, func(w *objectWriter, i int) error {
+		it := &items[i]
+		if it.view == nil {
+			w.buf.Write(it.out)
 			return nil
 		}
 		start := w.buf.Len()
-		if err := w.nodeView(c, base, &vs[i], plan); err != nil {
+		if err := w.nodeView(c, base, &it.view.NodeView, plan); err != nil {
 			return err
 		}
-		s.views.put(k, &vs[i], w.buf.Bytes()[start:])
+		s.views.put(viewKey{id: it.view.ID, base: base, minor: mv, plan: kept}, it.view.RowVersion, it.uuid, w.buf.Bytes()[start:])
 		return nil
 	})
 }

@@ -3,73 +3,73 @@ package api
 import (
 	"bytes"
 	"sync"
-
-	"github.com/kilnhq/kiln/controller/store"
 )
 
 // viewCache keeps nodes' rendered JSON for /v1/nodes/detail, which
 // Metal3, Nova's resource tracker and monitoring poll over and over with
 // the same nodes mostly unchanged: splitting a node's view and copying
-// its members was two fifths of a detail page's CPU. An entry is used only
-// when everything its bytes were made from is the same as what the store
-// has just returned: the view (masked document, provision state,
-// reservation; compared in full, so it stays right with several
-// controllers writing one database) and the request's base URL and
-// microversion. Only the full plan (every field at the microversion, as
-// /detail shows) is kept. The zero value is ready; it holds at most
-// viewCacheBytes.
+// its members was two fifths of a detail page's CPU, and reading the
+// documents back from the database only to compare them with what was
+// rendered most of the rest. An entry is keyed by the node's row id (never
+// reused), the request's base URL and microversion, and used only while
+// the row's version (store.NodeVersion, bumped in the database by every
+// write that changes what is rendered, so it stays right with several
+// controllers writing one database) is the one it was rendered from. Only
+// the full plan (every field at the microversion, as /detail shows) and
+// the default list plan (/v1/nodes) are kept. The zero value is ready; it holds at most viewCacheBytes.
 type viewCache struct {
 	mu      sync.Mutex
 	entries map[viewKey]*viewEntry
-	size    int // bytes held: documents and renderings
+	size    int // bytes held: renderings and UUIDs
 }
 
-// viewCacheBytes bounds a viewCache: about 5 KB a node (its document and
-// rendering), so some 6,000 nodes at one microversion.
+// viewCacheBytes bounds a viewCache: about 2.5 KB a node, so some 12,000
+// nodes at one microversion.
 const viewCacheBytes = 32 << 20
 
 type viewKey struct {
-	uuid, base string
-	minor      int
+	id    int64
+	base  string
+	minor int
+	plan  keptPlan
 }
 
-// viewEntry is a rendering and what it was rendered from.
+// keptPlan names the field plans whose renderings are kept.
+type keptPlan uint8
+
+const (
+	keptFull    keptPlan = iota // every field: /detail
+	keptSummary                 // the default list fields: /v1/nodes
+)
+
+// viewEntry is a rendering, the row version it was rendered from and the
+// node's UUID (for the page's next link).
 type viewEntry struct {
-	view store.NodeView
-	out  []byte
+	version int64
+	uuid    string
+	out     []byte
 }
 
 // size is what e holds, for the bound (the key's strings besides).
-func (e *viewEntry) size() int { return len(e.view.Doc) + len(e.out) }
+func (e *viewEntry) size() int { return len(e.uuid) + len(e.out) }
 
-// sameView reports whether a and b render the same bytes.
-func sameView(a, b *store.NodeView) bool {
-	if a.ProvisionState != b.ProvisionState || (a.Reservation == nil) != (b.Reservation == nil) ||
-		a.Reservation != nil && *a.Reservation != *b.Reservation {
-		return false
-	}
-	return bytes.Equal(a.Doc, b.Doc)
-}
-
-// get is v's rendering at k, if kept and made from the same view.
-func (c *viewCache) get(k viewKey, v *store.NodeView) ([]byte, bool) {
+// get is the rendering at k of row version version, and the node's UUID,
+// if kept. out is read-only.
+func (c *viewCache) get(k viewKey, version int64) (uuid string, out []byte, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.entries[k]
-	if !ok || !sameView(&e.view, v) {
-		return nil, false
+	if !ok || e.version != version {
+		return "", nil, false
 	}
-	return e.out, true
+	return e.uuid, e.out, true
 }
 
-// put keeps out, v's rendering at k (copied), replacing what k held and,
-// past the bound, dropping other entries.
-func (c *viewCache) put(k viewKey, v *store.NodeView, out []byte) {
-	e := &viewEntry{view: *v, out: bytes.Clone(out)}
-	if e.view.Reservation != nil {
-		res := *e.view.Reservation
-		e.view.Reservation = &res
-	}
+// put keeps out, the rendering at k of the node uuid at row version
+// version (copied), replacing what k held and, past the bound, dropping
+// other entries.
+func (c *viewCache) put(k viewKey, version int64, uuid string, out []byte) {
+	e := &viewEntry{version: version, uuid: uuid, out: bytes.Clone(out)}
 	if e.size() > viewCacheBytes/64 {
 		return // an outsized node is rendered each time
 	}

@@ -15,12 +15,13 @@ import (
 	"github.com/kilnhq/kiln/proto"
 )
 
-// TestDetailCacheFollowsTheStore: /v1/nodes/detail answered by a server
-// whose renderings are kept is, after every kind of change to the nodes,
-// byte for byte what a server with nothing kept answers over the same
-// database: edits through the store, reservations taken and released, an
-// agent's heartbeat (which rewrites the document alone), a state change,
-// at several microversions and host names, with ?fields= pages between.
+// TestDetailCacheFollowsTheStore: /v1/nodes/detail and /v1/nodes answered
+// by a server whose renderings are kept are, after every kind of change to
+// the nodes, byte for byte what a server with nothing kept answers over
+// the same database: edits through the store, reservations taken and
+// released, an agent's heartbeat (which rewrites the document alone), a
+// state change, a node deleted and enrolled again, at several
+// microversions and host names, with ?fields= pages between.
 func TestDetailCacheFollowsTheStore(t *testing.T) {
 	ctx := context.Background()
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "kiln.db"), store.Options{})
@@ -66,7 +67,8 @@ func TestDetailCacheFollowsTheStore(t *testing.T) {
 		defer fresh.Close()
 		for _, host := range []string{"kiln.example:6385", "other.example"} {
 			for _, version := range []string{"1.1", "1.38", "1.82", "latest"} {
-				for _, path := range []string{"/v1/nodes/detail", "/v1/nodes/detail?limit=5", "/v1/nodes?fields=uuid,extra"} {
+				for _, path := range []string{"/v1/nodes/detail", "/v1/nodes/detail?limit=5", "/v1/nodes", "/v1/nodes?limit=5&sort_key=name",
+					"/v1/nodes?fields=uuid,extra"} {
 					if version == "1.1" && strings.Contains(path, "fields") {
 						continue
 					}
@@ -114,41 +116,114 @@ func TestDetailCacheFollowsTheStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("a state the old microversions rename")
+
+	if _, err := st.Reserve(ctx, uuids[4], "gone-conductor"); err != nil {
+		t.Fatal(err)
+	}
+	check("a reservation by a conductor not alive")
+	if released, err := st.ReleaseDead(ctx); err != nil || len(released) != 1 || released[0] != uuids[4] {
+		t.Fatalf("ReleaseDead = %v, %v", released, err)
+	}
+	check("the reservations of dead conductors released")
+
+	// The same UUID again, as a new row: its version starts over, as the
+	// old row's did, so what was kept must be told apart by row id.
+	if err := st.DeleteNode(ctx, uuids[5]); err != nil {
+		t.Fatal(err)
+	}
+	check("a node deleted")
+	again := "enrolled-again"
+	n := &proto.Node{UUID: uuids[5], Name: &again, Driver: "fake-hardware", ProvisionState: proto.StateDeployWait,
+		Extra: proto.Dict{"i": "again"}}
+	if err := st.CreateNode(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	check("a node enrolled again under its UUID")
 }
 
-// TestViewCacheBound: a viewCache holds at most viewCacheBytes, keeps what
-// was put last, and never answers for a different view.
-func TestViewCacheBound(t *testing.T) {
-	var c viewCache
-	doc := bytes.Repeat([]byte("d"), 100<<10)
-	out := bytes.Repeat([]byte("o"), 100<<10)
-	for i := range 2 * viewCacheBytes / (200 << 10) {
-		k := viewKey{uuid: fmt.Sprint(i), base: "http://h", minor: 1}
-		v := store.NodeView{UUID: k.uuid, ProvisionState: proto.StateActive, Doc: doc}
-		c.put(k, &v, out)
-		if c.size > viewCacheBytes {
-			t.Fatalf("after %d puts the cache holds %d bytes, more than %d", i+1, c.size, viewCacheBytes)
+// betweenStore runs a write between a page's versions and its views, as
+// another client may.
+type betweenStore struct {
+	store.Store
+	vv      store.VersionedNodeViews
+	between func(ctx context.Context) error // run once
+}
+
+func (d *betweenStore) Unwrap() store.Store { return d.Store }
+
+func (d *betweenStore) ListNodeVersions(ctx context.Context, q store.NodeQuery) ([]store.NodeVersion, error) {
+	return d.vv.ListNodeVersions(ctx, q)
+}
+
+func (d *betweenStore) NodeViewsByID(ctx context.Context, ids []int64) ([]store.VersionedView, error) {
+	if d.between != nil {
+		if err := d.between(ctx); err != nil {
+			return nil, err
 		}
-		if got, ok := c.get(k, &v); !ok || !bytes.Equal(got, out) {
-			t.Fatalf("put %d: not kept", i)
-		}
-		res := "c1"
-		other := v
-		other.Reservation = &res
-		if _, ok := c.get(k, &other); ok {
-			t.Fatal("answered for a view with a reservation")
-		}
-		other = v
-		other.Doc = append(bytes.Clone(doc[1:]), 'x')
-		if _, ok := c.get(k, &other); ok {
-			t.Fatal("answered for a view with another document")
-		}
+		d.between = nil
 	}
-	sum := 0
-	for _, e := range c.entries {
-		sum += e.size()
-	}
-	if sum != c.size {
-		t.Fatalf("the cache counts %d bytes, holds %d", c.size, sum)
+	return d.vv.NodeViewsByID(ctx, ids)
+}
+
+// TestDetailNodeWrittenBetweenReads: a node deleted, or written so that it
+// leaves the filter, between the page's versions and its views is left
+// out of the page, which is read whole after the write.
+func TestDetailNodeWrittenBetweenReads(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		write func(ctx context.Context, st store.Store, uuid string) error
+	}{
+		{"deleted", func(ctx context.Context, st store.Store, uuid string) error { return st.DeleteNode(ctx, uuid) }},
+		{"left the filter", func(ctx context.Context, st store.Store, uuid string) error {
+			_, err := st.UpdateNode(ctx, uuid, func(n *proto.Node) error { n.ProvisionState = proto.StateManageable; return nil })
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			st, err := store.Open(ctx, filepath.Join(t.TempDir(), "kiln.db"), store.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			var uuids []string
+			for i := range 4 {
+				n := &proto.Node{UUID: fmt.Sprintf("0d1e2f3a-0000-4000-8000-%012d", i), Driver: "fake-hardware",
+					ProvisionState: proto.StateAvailable, Extra: proto.Dict{"i": i}}
+				if err := st.CreateNode(ctx, n); err != nil {
+					t.Fatal(err)
+				}
+				uuids = append(uuids, n.UUID)
+			}
+			vv, ok := store.VersionedViewsOf(st)
+			if !ok {
+				t.Fatal("the SQLite store has no versioned views")
+			}
+			bs := &betweenStore{Store: st, vv: vv, between: func(ctx context.Context) error { return tc.write(ctx, st, uuids[2]) }}
+			srv := httptest.NewServer(New(Config{Store: bs, Conductor: "c1"}))
+			defer srv.Close()
+			req, err := http.NewRequest("GET", srv.URL+"/v1/nodes/detail?limit=3&provision_state=available", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("X-OpenStack-Ironic-API-Version", "1.95")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			if err != nil || resp.StatusCode != http.StatusOK {
+				t.Fatalf("GET: %d %v %s", resp.StatusCode, err, b)
+			}
+			if bs.between != nil {
+				t.Fatal("the page's views were not read by id")
+			}
+			for i, u := range uuids {
+				if got, want := bytes.Contains(b, []byte(`"uuid":"`+u+`"`)), i != 2; got != want {
+					t.Errorf("node %d in the page: %v, want %v: %s", i, got, want, b)
+				}
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -42,7 +43,7 @@ func scaleUUID(prefix string, i int) string {
 // scaleFleet enrolls n nodes with a port each through the store directly:
 // states, drivers, groups, owners and classes vary, 1% are in maintenance
 // with a fault, so each filter selects a realistic share.
-func scaleFleet(b *testing.B, n int) *httptest.Server {
+func scaleFleet(b *testing.B, n int) (*httptest.Server, store.Store) {
 	b.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, filepath.Join(b.TempDir(), "kiln.db"), store.Options{})
@@ -78,7 +79,7 @@ func scaleFleet(b *testing.B, n int) *httptest.Server {
 	}
 	srv := httptest.NewServer(api.New(api.Config{Store: st, Conductor: "bench"}))
 	b.Cleanup(srv.Close)
-	return srv
+	return srv, st
 }
 
 func ptr(s string) *string { return &s }
@@ -89,7 +90,7 @@ func ptr(s string) *string { return &s }
 func BenchmarkScale(b *testing.B) {
 	for _, n := range scaleSizes(b) {
 		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
-			srv := scaleFleet(b, n)
+			srv, st := scaleFleet(b, n)
 			nearEnd := scaleUUID("5ca1e000", n-50)
 			routes := []struct{ name, path string }{
 				{"list", "/v1/nodes?limit=100"},
@@ -99,6 +100,7 @@ func BenchmarkScale(b *testing.B) {
 				{"ports-detail", "/v1/ports/detail?limit=100"},
 				{"marker-end", "/v1/nodes?limit=100&marker=" + nearEnd},
 				{"marker-end-detail", "/v1/nodes/detail?limit=100&marker=" + nearEnd},
+				{"detail-sort-name-desc", "/v1/nodes/detail?limit=100&sort_key=name&sort_dir=desc"},
 				{"ports-marker-end", "/v1/ports?limit=100&marker=" + scaleUUID("5ca1e001", n-50)},
 				{"filter-provision_state", "/v1/nodes?limit=100&provision_state=active"},
 				{"filter-driver", "/v1/nodes?limit=100&driver=ipmi"},
@@ -121,6 +123,20 @@ func BenchmarkScale(b *testing.B) {
 			for _, r := range routes {
 				b.Run(r.name, func(b *testing.B) { benchGET(b, srv.URL+r.path) })
 			}
+			// An agent's heartbeat, accepted and recorded, as
+			// BenchmarkHeartbeatRecorded at this fleet size.
+			agent := scaleUUID("5ca1e000", n/2)
+			if _, err := st.UpdateNode(context.Background(), agent, func(node *proto.Node) error {
+				node.ProvisionState, node.Maintenance = proto.StateDeployWait, true
+				node.DriverInternalInfo = proto.Dict{proto.InfoAgentToken: benchToken, proto.InfoAgentURL: "http://10.0.0.9:9999"}
+				return nil
+			}); err != nil {
+				b.Fatal(err)
+			}
+			b.Run("heartbeat", func(b *testing.B) {
+				benchDo(b, "POST", srv.URL+"/v1/heartbeat/"+agent,
+					`{"callback_url":"http://10.0.0.9:9999","agent_version":"10.0.0","agent_token":"`+benchToken+`"}`, http.StatusAccepted)
+			})
 		})
 	}
 }

@@ -275,7 +275,7 @@ func (s *sqlStore) RecordAgent(ctx context.Context, seen AgentView, set []KeyVal
 	if !seen.HasURL {
 		urlCond = "(" + s.d.jsonText("driver_internal_info", proto.InfoAgentURL) + " IS NULL AND ? = '')"
 	}
-	query := "UPDATE nodes SET doc = " + docSet + ", masked_doc = " + maskedSet + cols + ", updated_at = ?" +
+	query := "UPDATE nodes SET doc = " + docSet + ", masked_doc = " + maskedSet + cols + ", updated_at = ?, " + bumpRowVersion +
 		" WHERE id = ? AND provision_state = ? AND maintenance = ? AND COALESCE(reservation, '') = ?" +
 		" AND (" + docCond + "(COALESCE(" + s.d.jsonText("driver_internal_info", proto.InfoAgentToken) + ", '') = ? AND " + urlCond + "))"
 	changed, err := s.execWrite(ctx, query, args...)

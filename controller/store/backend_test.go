@@ -46,8 +46,29 @@ func openT(t testing.TB, dsn string, opts Options) Store {
 		t.Fatalf("Open(%s): %v", dsn, err)
 	}
 	t.Cleanup(func() { s.Close() })
+	if ss, ok := s.(*sqlStore); ok && ss.d.name == "sqlite" {
+		guardRowVersion(t, ss)
+	}
 	return s
 }
+
+// guardRowVersion makes SQLite refuse, for the rest of the test, any
+// UPDATE of nodes that changes what the API renders of a node without
+// bumping its row version (bumpRowVersion): every store test then checks
+// every write path it runs. Setting masked_doc to NULL is allowed (the
+// trigger on doc does it after a bumped write; it derives the same view).
+func guardRowVersion(t testing.TB, s *sqlStore) {
+	t.Helper()
+	if _, err := s.wdb.ExecContext(context.Background(), "CREATE TRIGGER IF NOT EXISTS test_nodes_row_version BEFORE UPDATE ON nodes"+
+		" WHEN NEW.row_version = OLD.row_version AND (NEW.doc IS NOT OLD.doc OR NEW.reservation IS NOT OLD.reservation"+
+		" OR NEW.provision_state IS NOT OLD.provision_state OR (NEW.masked_doc IS NOT OLD.masked_doc AND NEW.masked_doc IS NOT NULL))"+
+		" BEGIN SELECT RAISE(ABORT, '"+rowVersionNotBumped+"'); END"); err != nil {
+		t.Fatalf("guard row_version: %v", err)
+	}
+}
+
+// rowVersionNotBumped is guardRowVersion's error.
+const rowVersionNotBumped = "an UPDATE of nodes changed what the API renders without bumping row_version"
 
 // fakeClock is an injectable Options.Now.
 type fakeClock struct {

@@ -123,7 +123,7 @@ func updateNodeColumns(m columnMask) string {
 			set = append(set, c+" = ?")
 		}
 	}
-	q = "UPDATE nodes SET " + strings.Join(set, ", ") + " WHERE id = ?"
+	q = "UPDATE nodes SET " + strings.Join(set, ", ") + ", " + bumpRowVersion + " WHERE id = ?"
 	updateQueries.Lock()
 	if updateQueries.m == nil {
 		updateQueries.m = map[columnMask]string{}

@@ -69,7 +69,7 @@ func TestChangedColumns(t *testing.T) {
 		t.Errorf("state and maintenance changed: mask %b, want %b", got, want)
 	}
 	q := updateNodeColumns(want)
-	if q != "UPDATE nodes SET provision_state = ?, maintenance = ?, doc = ?, masked_doc = ? WHERE id = ?" {
+	if q != "UPDATE nodes SET provision_state = ?, maintenance = ?, doc = ?, masked_doc = ?, row_version = row_version + 1 WHERE id = ?" {
 		t.Errorf("updateNodeColumns = %q", q)
 	}
 	args := maskedArgs(want, vals, 42)

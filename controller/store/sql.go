@@ -553,9 +553,9 @@ func (s *sqlStore) Reserve(ctx context.Context, ident, conductor string) (*proto
 
 // reserveQuery and releaseQuery take and give back a node's reservation.
 const (
-	reserveQuery = "UPDATE nodes SET reservation = ? WHERE id = ? AND " +
+	reserveQuery = "UPDATE nodes SET reservation = ?, " + bumpRowVersion + " WHERE id = ? AND " +
 		"(reservation IS NULL OR reservation NOT IN " + aliveConductors + ")"
-	releaseQuery = "UPDATE nodes SET reservation = NULL WHERE uuid = ? AND reservation = ?"
+	releaseQuery = "UPDATE nodes SET reservation = NULL, " + bumpRowVersion + " WHERE uuid = ? AND reservation = ?"
 )
 
 func (s *sqlStore) Release(ctx context.Context, uuid, conductor string) error {
@@ -593,7 +593,7 @@ func (s *sqlStore) ReleaseDead(ctx context.Context) ([]string, error) {
 	var released []string
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
 		released = released[:0]
-		rows, err := s.query(ctx, tx, "UPDATE nodes SET reservation = NULL WHERE reservation IS NOT NULL AND "+
+		rows, err := s.query(ctx, tx, "UPDATE nodes SET reservation = NULL, "+bumpRowVersion+" WHERE reservation IS NOT NULL AND "+
 			"reservation NOT IN "+aliveConductors+" RETURNING uuid", s.aliveCutoff())
 		if err != nil {
 			return fmt.Errorf("release reservations of dead conductors: %w", err)
