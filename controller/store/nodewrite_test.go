@@ -217,7 +217,7 @@ func TestUpdateNodeColumns(t *testing.T) {
 		// is compared with what is stored, not with the old document: the
 		// next write puts it right although the node's state did not change.
 		ss := s.(*sqlStore)
-		if _, err := ss.exec(ctx, ss.wdb, "UPDATE nodes SET provision_state = 'bogus', updated_at = 0 WHERE uuid = ?", n.UUID); err != nil {
+		if _, err := ss.exec(ctx, ss.wdb, "UPDATE nodes SET provision_state = 'bogus', updated_at = 0, "+bumpRowVersion+" WHERE uuid = ?", n.UUID); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.UpdateNode(ctx, n.UUID, func(n *proto.Node) error { return nil }); err != nil {
