@@ -434,6 +434,9 @@ async function main() {
   route();
   connectEvents();
   await loadAll();
+  // Draw now, not on the next animation frame: "ready" means the table
+  // is on the page (a frame can come after a reader checked it).
+  render();
   window.kilnReadyAt = performance.now();
   document.body.dataset.ready = "true";
 }
