@@ -91,16 +91,9 @@ func cleanWaitNode(t *testing.T, st store.Store, uuid string, steps []proto.Step
 // node is taken once more, after the pass, in the agent lane.
 func TestAHeartbeatDuringThePassCostsNoFailedReservation(t *testing.T) {
 	ctx := context.Background()
-	base, err := store.Open(ctx, filepath.Join(t.TempDir(), "k.db"), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer base.Close()
-	st := &countingStore{Store: base}
-	steps := []proto.StepCall{
-		{Step: proto.Step{Step: "erase_devices_metadata", Interface: "deploy", Priority: 99}},
-		{Step: proto.Step{Step: "erase_devices", Interface: "deploy", Priority: 10}},
-	}
+	st := openCountingStore(t)
+	base := st.Store
+	steps := twoCleanSteps()
 	uuid := "6a1d3f0e-2b4c-4d5e-8f60-7a8b9c0d1e2f"
 	first := time.Now().UTC().Add(-time.Second)
 	cleanWaitNode(t, base, uuid, steps, first)

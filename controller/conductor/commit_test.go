@@ -71,16 +71,9 @@ func (a *stepAgent) ExecuteStep(ctx context.Context, _ agentclient.Agent, _ prot
 // heartbeat the API records meanwhile survives, and queues the node ahead.
 func TestAStepHeartbeatWritesTheNodeTwice(t *testing.T) {
 	ctx := context.Background()
-	base, err := store.Open(ctx, filepath.Join(t.TempDir(), "k.db"), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer base.Close()
-	st := &countingStore{Store: base}
-	steps := []proto.StepCall{
-		{Step: proto.Step{Step: "erase_devices_metadata", Interface: "deploy", Priority: 99}},
-		{Step: proto.Step{Step: "erase_devices", Interface: "deploy", Priority: 10}},
-	}
+	st := openCountingStore(t)
+	base := st.Store
+	steps := twoCleanSteps()
 	target := proto.StateAvailable
 	first := time.Now().UTC().Add(-time.Second)
 	n := &proto.Node{UUID: "0c7f3a51-6b2e-4d8a-9f10-2e3d4c5b6a70", Driver: "fake-hardware", ProvisionState: proto.StateCleanWait,
@@ -138,5 +131,25 @@ func TestAStepHeartbeatWritesTheNodeTwice(t *testing.T) {
 	c.mu.Unlock()
 	if lane != laneAgent {
 		t.Errorf("node queued in lane %d, want the agent lane", lane)
+	}
+}
+
+// openCountingStore opens a SQLite store in t's temp dir, closed with t,
+// behind a countingStore.
+func openCountingStore(t *testing.T) *countingStore {
+	t.Helper()
+	base, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "k.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { base.Close() })
+	return &countingStore{Store: base}
+}
+
+// twoCleanSteps is a clean of two agent steps.
+func twoCleanSteps() []proto.StepCall {
+	return []proto.StepCall{
+		{Step: proto.Step{Step: "erase_devices_metadata", Interface: "deploy", Priority: 99}},
+		{Step: proto.Step{Step: "erase_devices", Interface: "deploy", Priority: 10}},
 	}
 }
