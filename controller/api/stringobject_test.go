@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"maps"
 	"testing"
+	"unicode/utf8"
 )
 
 // TestStringObject: a body stringObject takes gives what jsonObject gives;
@@ -68,4 +69,33 @@ func TestStringObject(t *testing.T) {
 			t.Errorf("plainString(%q) = %v, want %v", tc.raw, got, tc.plain)
 		}
 	}
+}
+
+// FuzzStringObject: whatever body an agent sends, a body stringObject
+// takes is one jsonObject takes too, with the same members; it never
+// panics. Run with `go test -fuzz FuzzStringObject ./controller/api/`.
+func FuzzStringObject(f *testing.F) {
+	for _, s := range []string{
+		`{"callback_url":"http://10.0.0.5:9999","agent_version":"10.1","agent_token":"tok"}`,
+		`{"callback_url": "http://10.0.0.5:9999", "agent_version": "10.1"}`,
+		`{}`, `{"a":"x\"y"}`, `{"a":1}`, `{"a":"x",}`, `{"a":"1","a":"2"}`, `{"a`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if !utf8.Valid(body) { // readBody refuses it before
+			return
+		}
+		got, ok := stringObject(body)
+		if !ok {
+			return
+		}
+		want, err := jsonObject(body, "heartbeat")
+		if err != nil {
+			t.Fatalf("stringObject took %q, which jsonObject refuses: %v", body, err)
+		}
+		if !maps.EqualFunc(got, want, func(a, b json.RawMessage) bool { return string(a) == string(b) }) {
+			t.Fatalf("stringObject(%q) = %q, jsonObject gives %q", body, got, want)
+		}
+	})
 }
