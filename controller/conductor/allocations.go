@@ -34,15 +34,26 @@ type allocator struct {
 	res *store.Resources[proto.Allocation]
 	err error // why allocations cannot be served (a Store that is not SQL)
 
+	// queued: waiting in queue; running: on a worker now, true when it
+	// was asked for again meanwhile (a scan every second finds it still
+	// allocating while a slow pass is on it). One allocation is never on
+	// two workers: the second would claim its own node from the first,
+	// find it "held by allocation", and fail it.
 	mu      sync.Mutex
 	queued  map[string]bool
+	running map[string]bool
 	queue   chan string
 	shuffle func(n int, swap func(i, j int))
+	// work processes one allocation: process, or a test's.
+	work func(ctx context.Context, uuid string)
 }
 
 func newAllocator(c *Conductor) *allocator {
 	res, err := store.NewResources(c.st, store.AllocationResource)
-	return &allocator{c: c, res: res, err: err, queued: map[string]bool{}, queue: make(chan string, 4096), shuffle: rand.Shuffle}
+	a := &allocator{c: c, res: res, err: err, queued: map[string]bool{}, running: map[string]bool{},
+		queue: make(chan string, 4096), shuffle: rand.Shuffle}
+	a.work = a.process
+	return a
 }
 
 // NotifyAllocation asks for allocation uuid to be processed now (the API
@@ -57,6 +68,10 @@ func (a *allocator) enqueue(uuid string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.queued[uuid] {
+		return
+	}
+	if _, ok := a.running[uuid]; ok {
+		a.running[uuid] = true // its worker queues it again when done
 		return
 	}
 	select {
@@ -82,10 +97,7 @@ func (a *allocator) loop(ctx context.Context) {
 				case <-ctx.Done():
 					return
 				case uuid := <-a.queue:
-					a.mu.Lock()
-					delete(a.queued, uuid)
-					a.mu.Unlock()
-					a.process(ctx, uuid)
+					a.run(ctx, uuid)
 				}
 			}
 		})
@@ -93,6 +105,28 @@ func (a *allocator) loop(ctx context.Context) {
 	a.scan(ctx)
 	every(ctx, a.c.cfg.ScanInterval, a.scan)
 	wg.Wait()
+}
+
+// run processes uuid, taken from the queue, unless another worker has it;
+// asked for again meanwhile, it goes back in the queue.
+func (a *allocator) run(ctx context.Context, uuid string) {
+	a.mu.Lock()
+	delete(a.queued, uuid)
+	if _, busy := a.running[uuid]; busy {
+		a.running[uuid] = true
+		a.mu.Unlock()
+		return
+	}
+	a.running[uuid] = false
+	a.mu.Unlock()
+	a.work(ctx, uuid)
+	a.mu.Lock()
+	again := a.running[uuid]
+	delete(a.running, uuid)
+	a.mu.Unlock()
+	if again && ctx.Err() == nil {
+		a.enqueue(uuid)
+	}
 }
 
 func (a *allocator) scan(ctx context.Context) {
@@ -112,6 +146,11 @@ func (a *allocator) scan(ctx context.Context) {
 
 // errNotAllocating: the allocation was finished or deleted meanwhile.
 var errNotAllocating = errors.New("allocation is no longer allocating")
+
+// errClaimedHere: the candidate already holds this very allocation (it was
+// processed in another conductor while the ring moved): finish on it
+// rather than count it out.
+var errClaimedHere = errors.New("node already claimed for this allocation")
 
 // errFinishedHere: the allocation is already active on this very node (the
 // same allocation processed twice, as when a scan queues it again while a
@@ -148,9 +187,14 @@ func (a *allocator) process(ctx context.Context, uuid string) {
 	for attempt := 1; err == nil; attempt++ {
 		var retry []*proto.Node
 		for _, n := range cands {
-			_, cerr := a.c.st.UpdateNode(ctx, n.UUID, func(n *proto.Node) error { return allocation.Claim(n, req) })
+			_, cerr := a.c.st.UpdateNode(ctx, n.UUID, func(n *proto.Node) error {
+				if n.AllocationUUID != nil && *n.AllocationUUID == uuid {
+					return errClaimedHere
+				}
+				return allocation.Claim(n, req)
+			})
 			switch {
-			case cerr == nil:
+			case cerr == nil, errors.Is(cerr, errClaimedHere):
 				a.finish(ctx, uuid, n.UUID)
 				return
 			case errors.Is(cerr, allocation.ErrReserved):

@@ -212,3 +212,72 @@ func TestAllocationNoMatch(t *testing.T) {
 		t.Errorf("state %s last_error %v, want error %q", got.State, got.LastError, want)
 	}
 }
+
+// TestAllocationClaimedHereMeanwhile: when the allocation's candidate is
+// claimed for this same allocation between the listing and the claim (the
+// allocation processed in another conductor as the ring moved), the
+// allocation ends active on that node instead of failing with "all nodes
+// were filtered out during reservation".
+func TestAllocationClaimedHereMeanwhile(t *testing.T) {
+	ctx := context.Background()
+	st, res := allocFixture(t, 1)
+	id := newAllocation(t, res, 1)
+	node := "00000000-0000-4000-8000-000000000000"
+	c := New(Config{Store: st, Agent: &stubAgent{}, Name: "c1"})
+	c.alloc.shuffle = func(int, func(i, j int)) {
+		// Runs after the candidates were listed and before they are claimed.
+		if _, err := st.UpdateNode(ctx, node, func(n *proto.Node) error {
+			n.AllocationUUID, n.InstanceUUID = ptr(id), ptr(id)
+			return nil
+		}); err != nil {
+			t.Error(err)
+		}
+	}
+	c.alloc.process(ctx, id)
+	a, err := res.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.State != proto.AllocationActive || a.NodeUUID == nil || *a.NodeUUID != node {
+		t.Errorf("allocation %s on %v (last_error %v), want active on %s", a.State, a.NodeUUID, a.LastError, node)
+	}
+}
+
+// TestAllocationOneWorkerAtATime: an allocation asked for again while a
+// worker processes it (a scan finds it still allocating) waits for that
+// worker, then is processed once more; it is never on two workers at once.
+func TestAllocationOneWorkerAtATime(t *testing.T) {
+	ctx := context.Background()
+	st, _ := allocFixture(t, 0)
+	a := New(Config{Store: st, Agent: &stubAgent{}, Name: "c1"}).alloc
+	entered, release := make(chan string), make(chan struct{})
+	a.work = func(_ context.Context, uuid string) {
+		entered <- uuid
+		<-release
+	}
+	const id = "aaaaaaaa-0000-4000-8000-000000000001"
+	a.enqueue(id)
+	done := make(chan struct{})
+	go func() { a.run(ctx, <-a.queue); close(done) }()
+	<-entered
+	a.enqueue(id) // asked again while running
+	a.enqueue(id)
+	if n := len(a.queue); n != 0 {
+		t.Fatalf("%d queued while its worker runs, want 0", n)
+	}
+	// A second worker handed the same UUID (queued before the first took
+	// it) leaves it to the first.
+	a.run(ctx, id)
+	close(release)
+	<-done
+	if n := len(a.queue); n != 1 {
+		t.Fatalf("%d queued after the worker finished, want 1 (asked again meanwhile)", n)
+	}
+	go func() { a.run(ctx, <-a.queue) }()
+	if got := <-entered; got != id {
+		t.Errorf("processed %s, want %s", got, id)
+	}
+	if n := len(a.queue); n != 0 {
+		t.Errorf("%d queued after the second pass began, want 0", n)
+	}
+}
