@@ -1,0 +1,110 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/kilnhq/kiln/proto"
+)
+
+// UpdateNode is optimistic. On SQLite every write goes through one
+// connection, so whatever a write transaction does is serialized with
+// every other write of the controller; reading the row, decoding the
+// document, running fn, encoding and masking the result was half of an
+// UpdateNode's CPU, and all of it was done holding that connection. Now
+// all of it is done outside any transaction, on a row read through the
+// reader pool, and the writer runs one conditional UPDATE of the changed
+// columns that applies only if the row is still the version that was read
+// (nodes.row_version, bumped by every write of a node: noderowversion.go).
+// When another write came in between, nothing is written and the node is
+// read again and fn run again on it; after optimisticAttempts such losses
+// the update runs the old way, in a transaction holding the row, so that
+// it always makes progress. On PostgreSQL the conditional UPDATE is atomic
+// under READ COMMITTED as well (a row changed meanwhile is re-checked
+// against the WHERE clause and skipped), and the row lock is then held for
+// one statement instead of a read, a round trip and a write.
+
+// optimisticAttempts is how many times UpdateNode tries the optimistic
+// path before taking the row lock.
+const optimisticAttempts = 4
+
+func (s *sqlStore) UpdateNode(ctx context.Context, ident string, fn func(n *proto.Node) error) (*proto.Node, error) {
+	for attempt := 1; attempt <= optimisticAttempts; attempt++ {
+		n, done, err := s.tryUpdateNode(ctx, ident, fn)
+		if done {
+			return n, err
+		}
+	}
+	return s.updateNodeLocked(ctx, ident, fn)
+}
+
+// tryUpdateNode is one optimistic attempt; done is false when the row
+// changed between the read and the write (nothing was written).
+func (s *sqlStore) tryUpdateNode(ctx context.Context, ident string, fn func(n *proto.Node) error) (out *proto.Node, done bool, err error) {
+	id, version, stored, n, err := s.readNodeForUpdate(ctx, ident)
+	if err != nil {
+		return nil, true, err
+	}
+	uuid := n.UUID
+	if err := fn(n); err != nil {
+		return nil, true, err
+	}
+	if n.UUID != uuid {
+		return nil, true, fmt.Errorf("update node %s: the UUID cannot change (to %q)", uuid, n.UUID)
+	}
+	n.UpdatedAt = wireTime(s.clock())
+	vals, err := nodeValues(n)
+	if err != nil {
+		return nil, true, err
+	}
+	m := changedColumns(stored, vals)
+	if s.beforeNodeWrite != nil {
+		s.beforeNodeWrite(uuid)
+	}
+	query := updateNodeColumns(m) + " AND row_version = ?"
+	changed, err := s.execWrite(ctx, query, append(maskedArgs(m, vals, id), version)...)
+	if err != nil {
+		return nil, true, s.mapWriteError(err, "update node "+ident)
+	}
+	if changed == 0 {
+		s.wrote(writeUpdateNodeLost)
+		return nil, false, nil
+	}
+	s.wrote(writeUpdateNode)
+	return n, true, nil
+}
+
+// readNodeForUpdate reads, without a transaction, what UpdateNode
+// compares and its version: the row's id and row_version, and every column
+// of nodeColumns in order (masked_doc read as NULL, nodeSelectForUpdate's
+// shape), and the node decoded from them.
+func (s *sqlStore) readNodeForUpdate(ctx context.Context, ident string) (id, version int64, stored []any, n *proto.Node, err error) {
+	stored = make([]any, len(nodeColumns))
+	dest := make([]any, len(nodeColumns)+2)
+	dest[0], dest[1] = &id, &version
+	for i := range stored {
+		dest[i+2] = &stored[i]
+	}
+	err = s.queryRow(ctx, s.rdb, s.nodeSelectVersioned(), ident, ident, ident).Scan(dest...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, 0, nil, nil, fmt.Errorf("node %s: %w", ident, ErrNotFound)
+	}
+	if err != nil {
+		return 0, 0, nil, nil, fmt.Errorf("get node %s: %w", ident, err)
+	}
+	n, err = storedNode(ident, stored)
+	if err != nil {
+		return 0, 0, nil, nil, err
+	}
+	return id, version, stored, n, nil
+}
+
+// nodeSelectVersioned is nodeSelectForUpdate's query with the row's
+// version after its id, without the row lock.
+func (s *sqlStore) nodeSelectVersioned() string {
+	q := strings.Replace(s.nodeSelectForUpdate(), "SELECT id, ", "SELECT id, row_version, ", 1)
+	return strings.TrimSuffix(q, s.d.forUpdate)
+}
