@@ -32,23 +32,39 @@ import (
 const optimisticAttempts = 4
 
 func (s *sqlStore) UpdateNode(ctx context.Context, ident string, fn func(n *proto.Node) error) (*proto.Node, error) {
+	return s.updateNode(ctx, ident, fn, nil)
+}
+
+func (s *sqlStore) UpdateNodeWithHistory(ctx context.Context, ident string, fn func(n *proto.Node) error, events []proto.HistoryEvent) (*proto.Node, error) {
+	return s.updateNode(ctx, ident, fn, events)
+}
+
+func (s *sqlStore) updateNode(ctx context.Context, ident string, fn func(n *proto.Node) error, events []proto.HistoryEvent) (*proto.Node, error) {
 	for attempt := 1; attempt <= optimisticAttempts; attempt++ {
-		n, done, err := s.tryUpdateNode(ctx, ident, fn)
+		n, done, err := s.tryUpdateNode(ctx, ident, fn, events)
 		if done {
 			return n, err
 		}
 	}
-	return s.updateNodeLocked(ctx, ident, fn)
+	return s.updateNodeLocked(ctx, ident, fn, events)
 }
+
+// errLostRace ends a write transaction whose conditional UPDATE found the
+// row changed since it was read.
+var errLostRace = errors.New("the node changed since it was read")
 
 // tryUpdateNode is one optimistic attempt; done is false when the row
 // changed between the read and the write (nothing was written).
-func (s *sqlStore) tryUpdateNode(ctx context.Context, ident string, fn func(n *proto.Node) error) (out *proto.Node, done bool, err error) {
+func (s *sqlStore) tryUpdateNode(ctx context.Context, ident string, fn func(n *proto.Node) error, events []proto.HistoryEvent) (out *proto.Node, done bool, err error) {
 	id, version, stored, n, err := s.readNodeForUpdate(ctx, ident)
 	if err != nil {
 		return nil, true, err
 	}
 	uuid := n.UUID
+	docs, err := historyDocsBefore(n, events)
+	if err != nil {
+		return nil, true, err
+	}
 	if err := fn(n); err != nil {
 		return nil, true, err
 	}
@@ -65,7 +81,16 @@ func (s *sqlStore) tryUpdateNode(ctx context.Context, ident string, fn func(n *p
 		s.beforeNodeWrite(uuid)
 	}
 	query := updateNodeColumns(m) + " AND row_version = ?"
-	changed, err := s.execWrite(ctx, query, append(maskedArgs(m, vals, id), version)...)
+	args := append(maskedArgs(m, vals, id), version)
+	var changed int64
+	if len(docs) == 0 {
+		changed, err = s.execWrite(ctx, query, args...)
+	} else {
+		changed, err = s.writeWithHistory(ctx, query, args, uuid, events, docs)
+	}
+	if errors.Is(err, errLostRace) {
+		changed, err = 0, nil
+	}
 	if err != nil {
 		return nil, true, s.mapWriteError(err, "update node "+ident)
 	}
@@ -75,6 +100,66 @@ func (s *sqlStore) tryUpdateNode(ctx context.Context, ident string, fn func(n *p
 	}
 	s.wrote(writeUpdateNode)
 	return n, true, nil
+}
+
+// writeWithHistory runs the conditional UPDATE and inserts the history
+// events (docs: their documents) in one transaction, when the UPDATE
+// changed the row.
+func (s *sqlStore) writeWithHistory(ctx context.Context, query string, args []any, uuid string, events []proto.HistoryEvent, docs []string) (int64, error) {
+	upd, ins := s.preparedWrite(ctx, query), s.preparedWrite(ctx, historyInsertQuery)
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		r, err := s.txExec(ctx, tx, upd, query, args...)
+		if err != nil {
+			return err
+		}
+		if k, err := r.RowsAffected(); err != nil {
+			return err
+		} else if k == 0 {
+			return errLostRace
+		}
+		return s.insertHistory(ctx, tx, ins, uuid, events, docs)
+	})
+	if err != nil {
+		return 0, err
+	}
+	return 1, nil
+}
+
+// insertHistory stores events (docs: their documents) in tx through ins
+// (historyInsertQuery prepared on the writer; nil: unprepared).
+func (s *sqlStore) insertHistory(ctx context.Context, tx *sql.Tx, ins *sql.Stmt, uuid string, events []proto.HistoryEvent, docs []string) error {
+	for i, ev := range events {
+		r, err := s.txExec(ctx, tx, ins, historyInsertQuery, ev.UUID, micros(ev.CreatedAt), docs[i], uuid)
+		if err := affectedOne(r, err, "add history event to node "+uuid, "node "+uuid); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// historyDocsBefore is each event's document as AddHistory, run just
+// before n's update, would record it: with n's provision state, target
+// and time since its last provision change. Events without a UUID or a
+// time are refused: they are fixed by the caller, once, as fn's result
+// may be computed several times.
+func historyDocsBefore(n *proto.Node, events []proto.HistoryEvent) ([]string, error) {
+	docs := make([]string, len(events))
+	for i, ev := range events {
+		if ev.UUID == "" || ev.CreatedAt == nil {
+			return nil, fmt.Errorf("history event of node %s: no UUID or time", n.UUID)
+		}
+		ev.Links = nil
+		var target *string
+		if t := n.TargetProvisionState; t != nil {
+			target = (*string)(t)
+		}
+		d, err := historyEventDoc(n.UUID, ev, string(n.ProvisionState), target, micros(n.ProvisionUpdatedAt))
+		if err != nil {
+			return nil, err
+		}
+		docs[i] = d
+	}
+	return docs, nil
 }
 
 // readNodeForUpdate reads, without a transaction, what UpdateNode
@@ -108,3 +193,18 @@ func (s *sqlStore) nodeSelectVersioned() string {
 	q := strings.Replace(s.nodeSelectForUpdate(), "SELECT id, ", "SELECT id, row_version, ", 1)
 	return strings.TrimSuffix(q, s.d.forUpdate)
 }
+
+// NodeHistoryWriter is a Store that stores a node's update and events of
+// its history in one write: the conductor records a pass's history with
+// the pass's commit, where each event used to be a write of its own.
+type NodeHistoryWriter interface {
+	// UpdateNodeWithHistory is UpdateNode that also appends events to the
+	// node's history, in the same transaction, when (and only when) the
+	// update is stored. Each event must carry its UUID and CreatedAt; one
+	// naming no State records the node's provision state, target and time
+	// since its last provision change as stored before the update, as
+	// AddHistory called just before would have.
+	UpdateNodeWithHistory(ctx context.Context, ident string, fn func(n *proto.Node) error, events []proto.HistoryEvent) (*proto.Node, error)
+}
+
+var _ NodeHistoryWriter = (*sqlStore)(nil)

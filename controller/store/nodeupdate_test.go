@@ -3,7 +3,9 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/kilnhq/kiln/proto"
 )
@@ -180,6 +182,60 @@ func TestUpdateNodeErrors(t *testing.T) {
 		})
 		if _, err := s.UpdateNode(ctx, n.UUID, setExtra("k", "v")); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("updating a node deleted meanwhile: %v, want ErrNotFound", err)
+		}
+	})
+}
+
+// History written with an update lands once, with the node as it stood
+// before the update, whether the update wins at once, retries after a
+// lost race, or falls back to the lock; nothing lands when fn refuses.
+func TestUpdateNodeWithHistory(t *testing.T) {
+	eachBackend(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		s := openT(t, dsn, Options{})
+		hw := s.(NodeHistoryWriter)
+		for i, tc := range []struct {
+			name  string
+			races int
+		}{{"at once", 0}, {"after a lost race", 1}, {"under the lock", optimisticAttempts}} {
+			t.Run(tc.name, func(t *testing.T) {
+				n := mustCreate(t, s, newNode(fmt.Sprintf("h%d", i), func(n *proto.Node) {
+					n.ProvisionState, n.TargetProvisionState = proto.StateCleaning, ptr(proto.StateAvailable)
+				}))
+				interleave(t, s, tc.races, func(ctx context.Context, uuid string) error {
+					_, err := s.UpdateNode(ctx, uuid, setExtra("theirs", "x"))
+					return err
+				})
+				mk := func(msg string) proto.HistoryEvent {
+					return proto.HistoryEvent{UUID: newNode("x").UUID, CreatedAt: wireTime(time.Now()), Severity: "INFO", Event: msg}
+				}
+				if _, err := hw.UpdateNodeWithHistory(ctx, n.UUID, func(*proto.Node) error { return ErrBadQuery },
+					[]proto.HistoryEvent{mk("refused")}); !errors.Is(err, ErrBadQuery) {
+					t.Fatalf("fn's error came back as %v", err)
+				}
+				got, err := hw.UpdateNodeWithHistory(ctx, n.UUID, func(n *proto.Node) error {
+					n.ProvisionState, n.TargetProvisionState = proto.StateAvailable, nil
+					return nil
+				}, []proto.HistoryEvent{mk("one"), mk("two")})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := map[bool]any{true: "x", false: nil}[tc.races > 0]; got.ProvisionState != proto.StateAvailable || got.Extra["theirs"] != want {
+					t.Fatalf("node after: %s, extra.theirs %v; want available, %v", got.ProvisionState, got.Extra["theirs"], want)
+				}
+				h, err := s.ListHistory(ctx, n.UUID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(h) != 2 || h[0].Event != "one" || h[1].Event != "two" {
+					t.Fatalf("history = %+v, want events one and two once", h)
+				}
+				for _, ev := range h {
+					if ev.State != string(proto.StateCleaning) || ev.TargetProvisionState == nil || *ev.TargetProvisionState != string(proto.StateAvailable) {
+						t.Errorf("event %q recorded state %q target %v, want the node before the update (cleaning → available)", ev.Event, ev.State, ev.TargetProvisionState)
+					}
+				}
+			})
 		}
 	})
 }

@@ -266,7 +266,7 @@ func (s *sqlStore) GetNode(ctx context.Context, ident string) (*proto.Node, erro
 // updateNodeLocked is UpdateNode inside one write transaction holding the
 // node's row (and, on SQLite, the single writer) throughout: the fallback
 // of the optimistic path (nodeupdate.go) when it keeps losing races.
-func (s *sqlStore) updateNodeLocked(ctx context.Context, ident string, fn func(n *proto.Node) error) (*proto.Node, error) {
+func (s *sqlStore) updateNodeLocked(ctx context.Context, ident string, fn func(n *proto.Node) error, events []proto.HistoryEvent) (*proto.Node, error) {
 	var out *proto.Node
 	var mapped bool
 	// The statements are prepared on the writer: compiling an UPDATE on
@@ -284,6 +284,11 @@ func (s *sqlStore) updateNodeLocked(ctx context.Context, ident string, fn func(n
 			return err
 		}
 		uuid := n.UUID
+		docs, err := historyDocsBefore(n, events)
+		if err != nil {
+			mapped = true
+			return err
+		}
 		if err := fn(n); err != nil {
 			mapped = true
 			return err
@@ -305,6 +310,9 @@ func (s *sqlStore) updateNodeLocked(ctx context.Context, ident string, fn func(n
 			st = s.wstmts.cached(s.d.rebind(updateQuery))
 		}
 		if _, err := s.txExec(ctx, tx, st, updateQuery, maskedArgs(m, vals, id)...); err != nil {
+			return err
+		}
+		if err := s.insertHistory(ctx, tx, nil, uuid, events, docs); err != nil {
 			return err
 		}
 		out = n
