@@ -61,11 +61,12 @@ func (s *sqlStore) tryUpdateNode(ctx context.Context, ident string, fn func(n *p
 		return nil, true, err
 	}
 	uuid := n.UUID
-	docs, err := historyDocsBefore(n, events)
-	if err != nil {
+	was := stateOf(n)
+	if err := fn(n); err != nil {
 		return nil, true, err
 	}
-	if err := fn(n); err != nil {
+	docs, err := historyDocs(uuid, was, events)
+	if err != nil {
 		return nil, true, err
 	}
 	if n.UUID != uuid {
@@ -137,23 +138,33 @@ func (s *sqlStore) insertHistory(ctx context.Context, tx *sql.Tx, ins *sql.Stmt,
 	return nil
 }
 
-// historyDocsBefore is each event's document as AddHistory, run just
-// before n's update, would record it: with n's provision state, target
-// and time since its last provision change. Events without a UUID or a
-// time are refused: they are fixed by the caller, once, as fn's result
-// may be computed several times.
-func historyDocsBefore(n *proto.Node, events []proto.HistoryEvent) ([]string, error) {
+// provisionState is what a history event records of its node.
+type provisionState struct {
+	state   string
+	target  *string
+	updated int64 // provision_updated_at, µs; 0: none
+}
+
+func stateOf(n *proto.Node) provisionState {
+	p := provisionState{state: string(n.ProvisionState), updated: micros(n.ProvisionUpdatedAt)}
+	if t := n.TargetProvisionState; t != nil {
+		p.target = (*string)(t)
+	}
+	return p
+}
+
+// historyDocs is each event's document, as AddHistory would record it
+// with the node in state was (the node before the update): events that
+// name no State record was. Events without a UUID or a time are refused:
+// they are fixed by the caller, once, as fn may run several times.
+func historyDocs(uuid string, was provisionState, events []proto.HistoryEvent) ([]string, error) {
 	docs := make([]string, len(events))
 	for i, ev := range events {
 		if ev.UUID == "" || ev.CreatedAt == nil {
-			return nil, fmt.Errorf("history event of node %s: no UUID or time", n.UUID)
+			return nil, fmt.Errorf("history event of node %s: no UUID or time", uuid)
 		}
 		ev.Links = nil
-		var target *string
-		if t := n.TargetProvisionState; t != nil {
-			target = (*string)(t)
-		}
-		d, err := historyEventDoc(n.UUID, ev, string(n.ProvisionState), target, micros(n.ProvisionUpdatedAt))
+		d, err := historyEventDoc(uuid, ev, was.state, was.target, was.updated)
 		if err != nil {
 			return nil, err
 		}
@@ -203,7 +214,9 @@ type NodeHistoryWriter interface {
 	// update is stored. Each event must carry its UUID and CreatedAt; one
 	// naming no State records the node's provision state, target and time
 	// since its last provision change as stored before the update, as
-	// AddHistory called just before would have.
+	// AddHistory called just before would have. The events' documents are
+	// made after fn runs: fn may complete them (through the caller's
+	// slice), e.g. to record the node as it leaves fn.
 	UpdateNodeWithHistory(ctx context.Context, ident string, fn func(n *proto.Node) error, events []proto.HistoryEvent) (*proto.Node, error)
 }
 

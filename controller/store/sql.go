@@ -284,12 +284,13 @@ func (s *sqlStore) updateNodeLocked(ctx context.Context, ident string, fn func(n
 			return err
 		}
 		uuid := n.UUID
-		docs, err := historyDocsBefore(n, events)
-		if err != nil {
+		was := stateOf(n)
+		if err := fn(n); err != nil {
 			mapped = true
 			return err
 		}
-		if err := fn(n); err != nil {
+		docs, err := historyDocs(uuid, was, events)
+		if err != nil {
 			mapped = true
 			return err
 		}
