@@ -28,10 +28,16 @@ func nodeLocked(uuid, holder string) *Error {
 // nodeLocked while a conductor holds the node: it tries again, backing off,
 // until the node is free or s.lockWait has passed. fn may run more than once.
 func (s *Server) updateUnlocked(ctx context.Context, ident string, fn func(n *proto.Node) error) (*proto.Node, error) {
+	return s.untilUnlocked(ctx, func() (*proto.Node, error) { return s.store.UpdateNode(ctx, ident, fn) })
+}
+
+// untilUnlocked runs update, again while it fails with nodeLocked, as
+// updateUnlocked does.
+func (s *Server) untilUnlocked(ctx context.Context, update func() (*proto.Node, error)) (*proto.Node, error) {
 	deadline := time.Now().Add(s.lockWait)
 	pause := 10 * time.Millisecond
 	for {
-		n, err := s.store.UpdateNode(ctx, ident, fn)
+		n, err := update()
 		var e *Error
 		if err == nil || !errors.As(err, &e) || !e.locked || !s.waitForLock(ctx, deadline, &pause) {
 			return n, err

@@ -59,26 +59,25 @@ func (s *Server) setProvisionState(c echo.Context) error {
 		return err
 	}
 	var from proto.ProvisionState
-	n, err := s.updateUnlocked(c.Request().Context(), ident, func(n *proto.Node) error {
+	n, err := s.updateRecording(c, ident, "INFO", func(n *proto.Node) (string, error) {
 		from = n.ProvisionState
 		t, err := provisionTransition(n, req.Target, minor(c))
 		if err != nil {
-			return err
+			return "", err
 		}
 		if n.Reservation != nil {
-			return nodeLocked(n.UUID, *n.Reservation)
+			return "", nodeLocked(n.UUID, *n.Reservation)
 		}
 		if err := applyRunbook(n, runbook, &req, minor(c) >= runbookTraitsSince); err != nil {
-			return err
+			return "", err
 		}
 		recordProvisionRequest(n, req, t)
-		return nil
+		return "Provision request \"" + string(req.Target) + "\" from state \"" + string(from) + "\"", nil
 	})
 	if err != nil {
 		return s.storeError(err, "Node", ident)
 	}
 	s.log.Info("provision request", "node", n.UUID, "verb", req.Target, "from", from, "to", n.ProvisionState)
-	s.history(c, n.UUID, "INFO", "Provision request \""+string(req.Target)+"\" from state \""+string(from)+"\"")
 	s.notify(n.UUID)
 	c.Response().Header().Set("Location", baseURL(c)+"/v1/nodes/"+n.UUID+"/states")
 	return c.NoContent(http.StatusAccepted)

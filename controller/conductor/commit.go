@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/kilnhq/kiln/controller/conductor/decide"
 	"github.com/kilnhq/kiln/controller/flowstate"
+	"github.com/kilnhq/kiln/controller/store"
 	"github.com/kilnhq/kiln/proto"
 )
 
@@ -62,7 +65,10 @@ func (f *flow) finish(ctx context.Context) error {
 }
 
 func (f *flow) store(ctx context.Context, release bool) error {
+	history := f.events
+	f.events = nil
 	if len(f.pending) == 0 {
+		f.addHistory(ctx, history)
 		return nil
 	}
 	pending := f.pending
@@ -76,7 +82,7 @@ func (f *flow) store(ctx context.Context, release bool) error {
 	}
 	me := f.c.cfg.Name
 	began := time.Now()
-	n, err := f.c.st.UpdateNode(ctx, f.n.UUID, func(n *proto.Node) error {
+	n, err := f.updateWithHistory(ctx, history, func(n *proto.Node) error {
 		for _, p := range pending {
 			if err := decide.Apply(n, p.u, p.at); err != nil && !p.u.Force {
 				return err
@@ -110,5 +116,46 @@ func (c *Conductor) requeue(n *proto.Node) {
 		c.NotifyAgent(n.UUID)
 	} else {
 		c.Notify(n.UUID)
+	}
+}
+
+// History is recorded with the pass's writes. Each event used to be a
+// write of its own (AddHistory: a transaction reading the node and
+// inserting the event), two or more per node in each phase of a fleet's
+// life; now the events a pass records between two commits are inserted in
+// the next commit's transaction (store.NodeHistoryWriter), as the node
+// stood before that commit, which is what AddHistory saw when the event
+// was recorded: decided changes are not stored before it either. A crash
+// before the commit loses the events with the changes they went with;
+// the pass that redoes the changes records them again. Events left with
+// no change to commit are added on their own, as before.
+
+// deferHistory keeps ev for the next commit when the store can write
+// them together; false: record it now.
+func (f *flow) deferHistory(ev proto.HistoryEvent) bool {
+	if _, ok := f.c.st.(store.NodeHistoryWriter); !ok {
+		return false
+	}
+	// Fixed now, not at each try of the commit's update.
+	ev.UUID = uuid.NewString()
+	ev.CreatedAt = &proto.Time{Time: time.Now().UTC().Truncate(time.Microsecond)}
+	f.events = append(f.events, ev)
+	return true
+}
+
+// updateWithHistory is UpdateNode storing history with the update.
+func (f *flow) updateWithHistory(ctx context.Context, history []proto.HistoryEvent, fn func(n *proto.Node) error) (*proto.Node, error) {
+	if hw, ok := f.c.st.(store.NodeHistoryWriter); ok && len(history) > 0 {
+		return hw.UpdateNodeWithHistory(ctx, f.n.UUID, fn, history)
+	}
+	return f.c.st.UpdateNode(ctx, f.n.UUID, fn)
+}
+
+// addHistory records events with no update to go with.
+func (f *flow) addHistory(ctx context.Context, events []proto.HistoryEvent) {
+	for _, ev := range events {
+		if err := f.c.st.AddHistory(ctx, f.n.UUID, ev); err != nil {
+			f.c.log.Warn("record history", "node", f.n.UUID, "err", err)
+		}
 	}
 }

@@ -88,6 +88,9 @@ type flow struct {
 	// back the reservation, and released that it did.
 	pending           []pendingUpdate
 	release, released bool
+	// events are history recorded since the last commit, stored with
+	// the next one (commit.go).
+	events []proto.HistoryEvent
 	// releaseRead is when the write that released the node began: the
 	// node it returned is at least as new as any write committed before.
 	releaseRead time.Time
@@ -125,8 +128,11 @@ func (f *flow) updateFlow(ctx context.Context, fn func(n *proto.Node, s *flowsta
 }
 
 func (f *flow) history(ctx context.Context, severity, event string) {
-	err := f.c.st.AddHistory(ctx, f.n.UUID, proto.HistoryEvent{Severity: severity, Event: secrets.Scrub(event), EventType: "conductor", Conductor: f.c.cfg.Name})
-	if err != nil {
+	ev := proto.HistoryEvent{Severity: severity, Event: secrets.Scrub(event), EventType: "conductor", Conductor: f.c.cfg.Name}
+	if f.deferHistory(ev) {
+		return
+	}
+	if err := f.c.st.AddHistory(ctx, f.n.UUID, ev); err != nil {
 		f.c.log.Warn("record history", "node", f.n.UUID, "err", err)
 	}
 }

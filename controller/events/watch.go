@@ -85,6 +85,30 @@ func (w *watched) UpdateNode(ctx context.Context, ident string, fn func(n *proto
 	return n, nil
 }
 
+// UpdateNodeWithHistory is UpdateNode's with the watched store's history
+// writer, or an UpdateNode then AddHistory when it has none.
+func (w *watched) UpdateNodeWithHistory(ctx context.Context, ident string, fn func(n *proto.Node) error, events []proto.HistoryEvent) (*proto.Node, error) {
+	hw, ok := w.Store.(store.NodeHistoryWriter)
+	if !ok {
+		n, err := w.UpdateNode(ctx, ident, fn)
+		if err != nil {
+			return n, err
+		}
+		// Best effort, as the conductor's history always was: the
+		// update is stored, an event lost is not worth failing it.
+		for _, ev := range events {
+			_ = w.Store.AddHistory(ctx, n.UUID, ev)
+		}
+		return n, nil
+	}
+	n, err := hw.UpdateNodeWithHistory(ctx, ident, fn, events)
+	if err != nil {
+		return n, err
+	}
+	w.observe(n, false)
+	return n, nil
+}
+
 func (w *watched) DeleteNode(ctx context.Context, uuid string) error {
 	n, getErr := w.Store.GetNode(ctx, uuid)
 	if err := w.Store.DeleteNode(ctx, uuid); err != nil {

@@ -34,15 +34,24 @@ func (s *sqlStore) historyDoc(ctx context.Context, tx *sql.Tx, st *sql.Stmt, nod
 	if err != nil {
 		return "", fmt.Errorf("add history event to node %s: %w", nodeUUID, err)
 	}
+	var target struct {
+		Target *string `json:"target_provision_state"`
+	}
 	if ev.State == "" {
-		ev.State = state
-		var target struct {
-			Target *string `json:"target_provision_state"`
-		}
 		if err := json.Unmarshal(doc, &target); err != nil {
 			return "", fmt.Errorf("decode stored node %s: %w", nodeUUID, err)
 		}
-		ev.TargetProvisionState = target.Target
+	}
+	return historyEventDoc(nodeUUID, ev, state, target.Target, updated)
+}
+
+// historyEventDoc is ev's document recording, unless ev names a state
+// already, the node's provision state, target and the seconds since its
+// last provision change (updated, µs; 0: none).
+func historyEventDoc(nodeUUID string, ev proto.HistoryEvent, state string, target *string, updated int64) (string, error) {
+	if ev.State == "" {
+		ev.State = state
+		ev.TargetProvisionState = target
 		if updated > 0 && ev.DurationSeconds == nil {
 			d := (micros(ev.CreatedAt) - updated) / 1_000_000
 			ev.DurationSeconds = &d

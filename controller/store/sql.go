@@ -31,6 +31,9 @@ type sqlStore struct {
 	clock     func() time.Time
 	// writes counts committed writes (writecount.go).
 	writes writeCounter
+	// beforeNodeWrite, when set (tests), runs in UpdateNode's optimistic
+	// path between the read and the conditional write.
+	beforeNodeWrite func(uuid string)
 }
 
 var _ Store = (*sqlStore)(nil)
@@ -260,7 +263,10 @@ func (s *sqlStore) GetNode(ctx context.Context, ident string) (*proto.Node, erro
 	return n, err
 }
 
-func (s *sqlStore) UpdateNode(ctx context.Context, ident string, fn func(n *proto.Node) error) (*proto.Node, error) {
+// updateNodeLocked is UpdateNode inside one write transaction holding the
+// node's row (and, on SQLite, the single writer) throughout: the fallback
+// of the optimistic path (nodeupdate.go) when it keeps losing races.
+func (s *sqlStore) updateNodeLocked(ctx context.Context, ident string, fn func(n *proto.Node) error, events []proto.HistoryEvent) (*proto.Node, error) {
 	var out *proto.Node
 	var mapped bool
 	// The statements are prepared on the writer: compiling an UPDATE on
@@ -278,7 +284,13 @@ func (s *sqlStore) UpdateNode(ctx context.Context, ident string, fn func(n *prot
 			return err
 		}
 		uuid := n.UUID
+		was := stateOf(n)
 		if err := fn(n); err != nil {
+			mapped = true
+			return err
+		}
+		docs, err := historyDocs(uuid, was, events)
+		if err != nil {
 			mapped = true
 			return err
 		}
@@ -299,6 +311,9 @@ func (s *sqlStore) UpdateNode(ctx context.Context, ident string, fn func(n *prot
 			st = s.wstmts.cached(s.d.rebind(updateQuery))
 		}
 		if _, err := s.txExec(ctx, tx, st, updateQuery, maskedArgs(m, vals, id)...); err != nil {
+			return err
+		}
+		if err := s.insertHistory(ctx, tx, nil, uuid, events, docs); err != nil {
 			return err
 		}
 		out = n
@@ -333,6 +348,16 @@ func (s *sqlStore) getNodeForUpdate(ctx context.Context, tx *sql.Tx, st *sql.Stm
 	if err != nil {
 		return 0, nil, nil, fmt.Errorf("get node %s: %w", ident, err)
 	}
+	n, err := storedNode(ident, stored)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	return id, stored, n, nil
+}
+
+// storedNode decodes the node from its stored columns (nodeColumns' order,
+// as the driver scans them).
+func storedNode(ident string, stored []any) (*proto.Node, error) {
 	var doc []byte
 	switch d := stored[nodeColumnIndex["doc"]].(type) {
 	case string:
@@ -340,7 +365,7 @@ func (s *sqlStore) getNodeForUpdate(ctx context.Context, tx *sql.Tx, st *sql.Stm
 	case []byte:
 		doc = d
 	default:
-		return 0, nil, nil, fmt.Errorf("get node %s: the document is %T", ident, d)
+		return nil, fmt.Errorf("get node %s: the document is %T", ident, d)
 	}
 	var reservation *string
 	switch r := stored[nodeColumnIndex["reservation"]].(type) {
@@ -352,9 +377,9 @@ func (s *sqlStore) getNodeForUpdate(ctx context.Context, tx *sql.Tx, st *sql.Stm
 	}
 	n, err := decodeNode(doc, reservation)
 	if err != nil {
-		return 0, nil, nil, fmt.Errorf("get node %s: %w", ident, err)
+		return nil, fmt.Errorf("get node %s: %w", ident, err)
 	}
-	return id, stored, n, nil
+	return n, nil
 }
 
 func (s *sqlStore) DeleteNode(ctx context.Context, uuid string) error {

@@ -66,13 +66,18 @@ type Store interface {
 	// GetNode accepts a UUID or a name.
 	GetNode(ctx context.Context, ident string) (*proto.Node, error)
 	ListNodes(ctx context.Context, q NodeQuery) ([]*proto.Node, error)
-	// UpdateNode runs fn on the current node inside one transaction, holding
-	// the node's row lock, and stores the result with UpdatedAt set, unless fn
-	// returns an error: then nothing changes and that error is returned as
-	// is. fn must not call the Store, must not change the UUID, and may be
-	// called more than once if the database asks for a retry. Whatever fn
-	// leaves in Reservation is stored, so leave it alone and use Reserve and
-	// Release.
+	// UpdateNode runs fn on the current node and stores the result with
+	// UpdatedAt set, atomically: it is stored only if no other write
+	// changed the node since fn's copy was read. Unless fn returns an
+	// error: then nothing changes and that error is returned as is. fn may
+	// run several times (each time on a freshly read node, when a write
+	// came in between or the database asks for a retry) and only its last
+	// run's result is stored, so fn must leave nothing behind but what it
+	// assigns: no appends to outer slices, counters, sends, or effects
+	// outside the node (a value it generates, such as a token, must be
+	// assigned to an outer variable, not accumulated). fn must not write
+	// to the Store and must not change the UUID. Whatever fn leaves in
+	// Reservation is stored, so leave it alone and use Reserve and Release.
 	UpdateNode(ctx context.Context, ident string, fn func(n *proto.Node) error) (*proto.Node, error)
 	// DeleteNode deletes the node and its ports, history and inventory.
 	DeleteNode(ctx context.Context, uuid string) error

@@ -9,10 +9,14 @@ import "sync/atomic"
 // "other" is every other write.
 
 // WriteKinds are the kinds WriteCounts reports, in a fixed order.
-var WriteKinds = []string{"update_node", "reserve", "release", "record_agent", "history", "inventory", "other"}
+var WriteKinds = []string{"update_node", "update_node_lost", "reserve", "release", "record_agent", "history", "inventory", "other"}
 
 const (
 	writeUpdateNode = iota
+	// writeUpdateNodeLost is an optimistic UpdateNode's conditional
+	// UPDATE that found the row changed since it was read: it wrote
+	// nothing but took the writer (nodeupdate.go).
+	writeUpdateNodeLost
 	writeReserve
 	writeRelease
 	writeRecordAgent

@@ -27,10 +27,21 @@ var waitMetrics = []struct{ name, metric, lane string }{
 	{"hb→cmd", "kiln_conductor_heartbeat_to_command_seconds", ""},
 }
 
-// waitCounters are the counters a phase reports.
-var waitCounters = []struct{ name, metric string }{
-	{"reserve conflicts", "kiln_conductor_reserve_conflicts_total"},
-	{"idle passes", "kiln_conductor_idle_passes_total"},
+// waitCounters are the counters a phase reports (those with a kind: the
+// series of that kind label only).
+var waitCounters = []struct{ name, metric, kind string }{
+	{"reserve conflicts", "kiln_conductor_reserve_conflicts_total", ""},
+	{"idle passes", "kiln_conductor_idle_passes_total", ""},
+}
+
+// writeKinds are the store's write kinds (kiln_store_writes_total) a
+// phase reports per node: what a node costs the single SQLite writer.
+var writeKinds = []string{"update_node", "update_node_lost", "reserve", "release", "record_agent", "history", "inventory", "other"}
+
+func init() {
+	for _, k := range writeKinds {
+		waitCounters = append(waitCounters, struct{ name, metric, kind string }{"writes " + k, "kiln_store_writes_total", k})
+	}
 }
 
 // histogram is a cumulative histogram: bucket upper bounds and counts.
@@ -139,7 +150,9 @@ func (s snapshot) add(fams map[string]*dto.MetricFamily) {
 	for _, c := range waitCounters {
 		if f := fams[c.metric]; f != nil {
 			for _, m := range f.GetMetric() {
-				s.counters[c.name] += m.GetCounter().GetValue()
+				if c.kind == "" || hasLabel(m, "kind", c.kind) {
+					s.counters[c.name] += m.GetCounter().GetValue()
+				}
 			}
 		}
 	}
@@ -246,8 +259,22 @@ func (res *Result) printWaits(w io.Writer) {
 			fmt.Fprintf(w, " %s %s/%s (%d);", h.Name, ms(h.P50), ms(h.P99), h.Count)
 		}
 		for _, c := range waitCounters {
-			fmt.Fprintf(w, " %s %.0f;", c.name, p.Waits.Counters[c.name])
+			if c.kind == "" {
+				fmt.Fprintf(w, " %s %.0f;", c.name, p.Waits.Counters[c.name])
+			}
 		}
 		fmt.Fprintln(w)
+		if p.Reached > 0 {
+			fmt.Fprintf(w, "%-8s writes/node", p.Name)
+			all := 0.0
+			for _, c := range waitCounters {
+				if c.kind != "" {
+					v := p.Waits.Counters[c.name] / float64(p.Reached)
+					all += v
+					fmt.Fprintf(w, " %s %.2f;", c.kind, v)
+				}
+			}
+			fmt.Fprintf(w, " all %.2f\n", all)
+		}
 	}
 }
