@@ -183,9 +183,9 @@ func (c *Conductor) Run(ctx context.Context) error {
 
 	var wg sync.WaitGroup
 	for i := range c.cfg.Workers + c.cfg.AgentWorkers {
-		next := c.next
+		next := c.pick
 		if i >= c.cfg.Workers {
-			next = c.nextAgent
+			next = c.pickAgent
 		}
 		wg.Add(1)
 		go func() {

@@ -3,6 +3,8 @@ package conductor
 import (
 	"context"
 	"time"
+
+	"github.com/kilnhq/kiln/controller/store"
 )
 
 // lane is where a node waits to be looked at.
@@ -89,6 +91,18 @@ func (c *Conductor) enqueue(uuid string, l lane) {
 // next returns the next node to look at: agents first, then other work.
 // false when ctx ends.
 func (c *Conductor) next(ctx context.Context) (string, bool) {
+	uuid, _, ok := c.pick(ctx)
+	return uuid, ok
+}
+
+// nextAgent is next for the agent lane alone.
+func (c *Conductor) nextAgent(ctx context.Context) (string, bool) {
+	uuid, _, ok := c.pickAgent(ctx)
+	return uuid, ok
+}
+
+// pick is next, with the lane the node came from.
+func (c *Conductor) pick(ctx context.Context) (string, lane, bool) {
 	for {
 		var uuid string
 		var from lane
@@ -98,7 +112,7 @@ func (c *Conductor) next(ctx context.Context) (string, bool) {
 		default:
 			select {
 			case <-ctx.Done():
-				return "", false
+				return "", laneNone, false
 			case uuid = <-c.agents:
 				from = laneAgent
 			case uuid = <-c.queue:
@@ -119,17 +133,17 @@ func (c *Conductor) next(ctx context.Context) (string, bool) {
 		delete(c.queuedAt, uuid)
 		c.mu.Unlock()
 		c.waits.queued(from, at)
-		return uuid, true
+		return uuid, from, true
 	}
 }
 
-// nextAgent is next for the agent lane alone.
-func (c *Conductor) nextAgent(ctx context.Context) (string, bool) {
+// pickAgent is pick for the agent lane alone.
+func (c *Conductor) pickAgent(ctx context.Context) (string, lane, bool) {
 	for {
 		var uuid string
 		select {
 		case <-ctx.Done():
-			return "", false
+			return "", laneNone, false
 		case uuid = <-c.agents:
 		}
 		c.mu.Lock()
@@ -143,7 +157,7 @@ func (c *Conductor) nextAgent(ctx context.Context) (string, bool) {
 		delete(c.queuedAt, uuid)
 		c.mu.Unlock()
 		c.waits.queued(laneAgent, at)
-		return uuid, true
+		return uuid, laneAgent, true
 	}
 }
 
@@ -210,14 +224,21 @@ func (c *Conductor) done(uuid string) {
 	}
 }
 
-// worker acts on the nodes next gives it.
-func (c *Conductor) worker(ctx context.Context, next func(context.Context) (string, bool)) {
+// worker acts on the nodes next (pick or pickAgent) gives it. A pass for
+// an agent waiting for its next command writes as urgent, so that on
+// SQLite it goes before the queued work of nodes that can wait.
+func (c *Conductor) worker(ctx context.Context, next func(context.Context) (string, lane, bool)) {
+	urgent := store.Urgent(ctx)
 	for {
-		uuid, ok := next(ctx)
+		uuid, l, ok := next(ctx)
 		if !ok {
 			return
 		}
-		c.process(ctx, uuid)
+		pctx := ctx
+		if l == laneAgent {
+			pctx = urgent
+		}
+		c.process(pctx, uuid)
 		c.done(uuid)
 	}
 }
