@@ -214,8 +214,8 @@ func (s *Server) routes() {
 	e.PATCH("/v1/ports/:port", s.patchPort)
 	e.DELETE("/v1/ports/:port", s.deletePort)
 
-	e.GET("/v1/lookup", s.lookup, urgentWrites)
-	e.POST("/v1/heartbeat/:node", s.heartbeat, urgentWrites)
+	e.GET("/v1/lookup", s.lookup)
+	e.POST("/v1/heartbeat/:node", s.heartbeat)
 	e.POST("/v1/continue_inspection", s.continueInspection)
 
 	e.GET("/v1/drivers", s.listDrivers)

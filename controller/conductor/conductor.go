@@ -183,9 +183,9 @@ func (c *Conductor) Run(ctx context.Context) error {
 
 	var wg sync.WaitGroup
 	for i := range c.cfg.Workers + c.cfg.AgentWorkers {
-		next := c.pick
+		next := c.next
 		if i >= c.cfg.Workers {
-			next = c.pickAgent
+			next = c.nextAgent
 		}
 		wg.Add(1)
 		go func() {

@@ -3,8 +3,6 @@ package conductor
 import (
 	"context"
 	"time"
-
-	"github.com/kilnhq/kiln/controller/store"
 )
 
 // lane is where a node waits to be looked at.
@@ -91,18 +89,6 @@ func (c *Conductor) enqueue(uuid string, l lane) {
 // next returns the next node to look at: agents first, then other work.
 // false when ctx ends.
 func (c *Conductor) next(ctx context.Context) (string, bool) {
-	uuid, _, ok := c.pick(ctx)
-	return uuid, ok
-}
-
-// nextAgent is next for the agent lane alone.
-func (c *Conductor) nextAgent(ctx context.Context) (string, bool) {
-	uuid, _, ok := c.pickAgent(ctx)
-	return uuid, ok
-}
-
-// pick is next, with the lane the node came from.
-func (c *Conductor) pick(ctx context.Context) (string, lane, bool) {
 	for {
 		var uuid string
 		var from lane
@@ -112,7 +98,7 @@ func (c *Conductor) pick(ctx context.Context) (string, lane, bool) {
 		default:
 			select {
 			case <-ctx.Done():
-				return "", laneNone, false
+				return "", false
 			case uuid = <-c.agents:
 				from = laneAgent
 			case uuid = <-c.queue:
@@ -133,17 +119,17 @@ func (c *Conductor) pick(ctx context.Context) (string, lane, bool) {
 		delete(c.queuedAt, uuid)
 		c.mu.Unlock()
 		c.waits.queued(from, at)
-		return uuid, from, true
+		return uuid, true
 	}
 }
 
-// pickAgent is pick for the agent lane alone.
-func (c *Conductor) pickAgent(ctx context.Context) (string, lane, bool) {
+// nextAgent is next for the agent lane alone.
+func (c *Conductor) nextAgent(ctx context.Context) (string, bool) {
 	for {
 		var uuid string
 		select {
 		case <-ctx.Done():
-			return "", laneNone, false
+			return "", false
 		case uuid = <-c.agents:
 		}
 		c.mu.Lock()
@@ -157,7 +143,7 @@ func (c *Conductor) pickAgent(ctx context.Context) (string, lane, bool) {
 		delete(c.queuedAt, uuid)
 		c.mu.Unlock()
 		c.waits.queued(laneAgent, at)
-		return uuid, laneAgent, true
+		return uuid, true
 	}
 }
 
@@ -224,21 +210,14 @@ func (c *Conductor) done(uuid string) {
 	}
 }
 
-// worker acts on the nodes next (pick or pickAgent) gives it. A pass for
-// an agent waiting for its next command writes as urgent, so that on
-// SQLite it goes before the queued work of nodes that can wait.
-func (c *Conductor) worker(ctx context.Context, next func(context.Context) (string, lane, bool)) {
-	urgent := store.Urgent(ctx)
+// worker acts on the nodes next gives it.
+func (c *Conductor) worker(ctx context.Context, next func(context.Context) (string, bool)) {
 	for {
-		uuid, l, ok := next(ctx)
+		uuid, ok := next(ctx)
 		if !ok {
 			return
 		}
-		pctx := ctx
-		if l == laneAgent {
-			pctx = urgent
-		}
-		c.process(pctx, uuid)
+		c.process(ctx, uuid)
 		c.done(uuid)
 	}
 }

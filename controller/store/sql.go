@@ -34,9 +34,6 @@ type sqlStore struct {
 	// wal checkpoints SQLite's log off the commit path (sqlitewal.go); nil
 	// for PostgreSQL.
 	wal *walCheckpointer
-	// gate serves urgent writes first on SQLite's one writer
-	// (writegate.go); nil for PostgreSQL, which has many writers.
-	gate *writeGate
 }
 
 var _ Store = (*sqlStore)(nil)
@@ -160,12 +157,6 @@ func (s *sqlStore) writeTx(ctx context.Context, fn func(tx *sql.Tx) error) error
 }
 
 func (s *sqlStore) tryTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	if s.gate != nil {
-		if err := s.gate.acquire(ctx, IsUrgent(ctx)); err != nil {
-			return fmt.Errorf("begin transaction: %w", err)
-		}
-		defer s.gate.release()
-	}
 	tx, err := s.wdb.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin transaction: %w", err)
