@@ -34,6 +34,9 @@ type sqlStore struct {
 	// beforeNodeWrite, when set (tests), runs in UpdateNode's optimistic
 	// path between the read and the conditional write.
 	beforeNodeWrite func(uuid string)
+	// wal checkpoints SQLite's log off the commit path (sqlitewal.go); nil
+	// for PostgreSQL.
+	wal *walCheckpointer
 }
 
 var _ Store = (*sqlStore)(nil)
@@ -54,7 +57,11 @@ func (s *sqlStore) Close() error {
 	if s.wstmts != nil {
 		s.wstmts.close()
 	}
-	err := s.wdb.Close()
+	var err error
+	if s.wal != nil {
+		err = s.wal.close()
+	}
+	err = errors.Join(err, s.wdb.Close())
 	if s.rdb != s.wdb {
 		err = errors.Join(err, s.rdb.Close())
 	}
@@ -165,6 +172,9 @@ func (s *sqlStore) tryTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 		return fmt.Errorf("commit: %w", err)
 	}
 	s.writes.all.Add(1)
+	if s.wal != nil {
+		s.wal.committed()
+	}
 	return nil
 }
 
