@@ -16,9 +16,11 @@ import (
 const bumpRowVersion = "row_version = row_version + 1"
 
 // NodeVersion names the content of a node row: its id, never reused, and
-// its row version, bumped by every write that changes what the API shows.
+// its row version, bumped by every write that changes what the API shows,
+// and its narrow heartbeat stamp (agentseen.go; 0 for none), which a read
+// merges into what the API shows without a row version bump.
 type NodeVersion struct {
-	ID, RowVersion int64
+	ID, RowVersion, Seen int64
 }
 
 // VersionedNodeViews reads nodes' versions cheaply and their views only
@@ -58,7 +60,7 @@ func VersionedViewsOf(st Store) (VersionedNodeViews, bool) {
 
 func (s *sqlStore) ListNodeVersions(ctx context.Context, q NodeQuery) ([]NodeVersion, error) {
 	where, args := nodeWhere(q)
-	rows, err := s.list(ctx, "nodes", "id, row_version", nodeSortExprs, where, args, q.SortKey, q.SortDir, q.Marker, q.Limit)
+	rows, err := s.list(ctx, "nodes", "id, row_version, COALESCE("+seenCol+", 0)", nodeSortExprs, where, args, q.SortKey, q.SortDir, q.Marker, q.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
@@ -66,7 +68,7 @@ func (s *sqlStore) ListNodeVersions(ctx context.Context, q NodeQuery) ([]NodeVer
 	out := make([]NodeVersion, 0, min(max(q.Limit, 1), 1000))
 	for rows.Next() {
 		var v NodeVersion
-		if err := rows.Scan(&v.ID, &v.RowVersion); err != nil {
+		if err := rows.Scan(&v.ID, &v.RowVersion, &v.Seen); err != nil {
 			return nil, fmt.Errorf("list nodes: %w", err)
 		}
 		out = append(out, v)
@@ -124,6 +126,7 @@ func (s *sqlStore) readViews(ctx context.Context, query string, args []any, out 
 		if err := scanView(scan, &v.NodeView); err != nil {
 			return fmt.Errorf("read nodes: %w", err)
 		}
+		v.Seen = v.seen
 		*out = append(*out, v)
 	}
 	if err := rows.Err(); err != nil {

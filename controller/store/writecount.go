@@ -9,13 +9,14 @@ import "sync/atomic"
 // "other" is every other write.
 
 // WriteKinds are the kinds WriteCounts reports, in a fixed order.
-var WriteKinds = []string{"update_node", "reserve", "release", "record_agent", "history", "inventory", "other"}
+var WriteKinds = []string{"update_node", "reserve", "release", "record_agent", "record_seen", "history", "inventory", "other"}
 
 const (
 	writeUpdateNode = iota
 	writeReserve
 	writeRelease
 	writeRecordAgent
+	writeRecordSeen
 	writeHistory
 	writeInventory
 	writeOther
