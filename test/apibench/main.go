@@ -190,6 +190,9 @@ type route struct {
 	// those reqs[j] with j%conc == i; so each heartbeating node has one
 	// agent, as in a fleet, and a route of many agents visits them all.
 	reqs []request
+	// writes: read the endpoint's database writes around the run (the
+	// heartbeat route: whether its heartbeats rewrote nodes).
+	writes bool
 }
 
 // next is the index of the request connection i of conc sends after
@@ -206,12 +209,12 @@ func (r route) next(i, j, conc int) int {
 
 type request struct{ path, body string }
 
-func get(name, path string) route { return route{name, "GET", []request{{path, ""}}} }
+func get(name, path string) route { return route{name: name, method: "GET", reqs: []request{{path, ""}}} }
 
 // routes are the comparison table's routes; the heartbeat's (named
 // hbName) are those of agents, one per node.
 func routes(node string, agents []agent, hbName string) []route {
-	hb := route{name: hbName, method: "POST"}
+	hb := route{name: hbName, method: "POST", writes: true}
 	for _, a := range agents {
 		hb.reqs = append(hb.reqs, request{"/v1/heartbeat/" + a.uuid, a.heartbeat()})
 	}
@@ -395,7 +398,10 @@ func (c *client) run(ep endpoint, r route, conc int, d time.Duration) *result {
 	var wg sync.WaitGroup
 	cpu0 := cpuOf(ep.pid)
 	start := time.Now()
-	writes0 := writesOf(c.http, ep.url)
+	var writes0 map[string]float64
+	if r.writes {
+		writes0 = writesOf(c.http, ep.url)
+	}
 	for i := range conc {
 		wg.Add(1)
 		j := i % len(r.reqs)
@@ -426,7 +432,10 @@ func (c *client) run(ep endpoint, r route, conc int, d time.Duration) *result {
 	res.elapsed = time.Since(start)
 	res.cpu = cpuOf(ep.pid) - cpu0
 	res.count, res.bytes = count.Load(), nbytes.Load()
-	if writes1 := writesOf(c.http, ep.url); writes0 != nil && writes1 != nil {
+	if writes0 == nil {
+		return res
+	}
+	if writes1 := writesOf(c.http, ep.url); writes1 != nil {
 		res.writes = map[string]float64{}
 		for k, v := range writes1 {
 			res.writes[k] = v - writes0[k]

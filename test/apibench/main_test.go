@@ -57,7 +57,7 @@ func TestRunCountsAnswers(t *testing.T) {
 	}))
 	defer srv.Close()
 	cl := &client{http: srv.Client(), version: "1.82"}
-	res := cl.run(endpoint{url: srv.URL}, route{"hb", "POST", []request{{"/v1/heartbeat/x", `{}`}}}, 2, 200*time.Millisecond)
+	res := cl.run(endpoint{url: srv.URL}, route{name: "hb", method: "POST", reqs: []request{{"/v1/heartbeat/x", `{}`}}}, 2, 200*time.Millisecond)
 	if res.count == 0 || res.codes[http.StatusAccepted] != res.count || res.bytes != 2*res.count {
 		t.Errorf("count %d, codes %v, bytes %d", res.count, res.codes, res.bytes)
 	}
