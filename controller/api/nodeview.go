@@ -290,7 +290,7 @@ func (s *Server) listKeptViews(c echo.Context, vv store.VersionedNodeViews, q st
 	items := make([]item, len(vers))
 	var miss []int64
 	for i, v := range vers {
-		if uuid, out, ok := s.views.get(viewKey{id: v.ID, base: base, minor: mv, plan: kept}, v); ok {
+		if uuid, out, ok := s.views.get(viewKey{id: v.ID, base: base, minor: mv, plan: kept}, v.RowVersion); ok {
 			items[i] = item{uuid: uuid, out: out}
 		} else {
 			miss = append(miss, v.ID)
@@ -310,7 +310,7 @@ func (s *Server) listKeptViews(c echo.Context, vv store.VersionedNodeViews, q st
 				continue
 			}
 			r, ok := byID[v.ID]
-			if !ok || r.NodeVersion != v {
+			if !ok || r.RowVersion != v.RowVersion {
 				return false, nil
 			}
 			items[i] = item{uuid: r.UUID, view: r}
@@ -330,7 +330,7 @@ func (s *Server) listKeptViews(c echo.Context, vv store.VersionedNodeViews, q st
 		if err := w.nodeView(c, base, &it.view.NodeView, plan); err != nil {
 			return err
 		}
-		s.views.put(viewKey{id: it.view.ID, base: base, minor: mv, plan: kept}, it.view.NodeVersion, it.uuid, w.buf.Bytes()[start:])
+		s.views.put(viewKey{id: it.view.ID, base: base, minor: mv, plan: kept}, it.view.RowVersion, it.uuid, w.buf.Bytes()[start:])
 		return nil
 	})
 }

@@ -3,8 +3,6 @@ package api
 import (
 	"bytes"
 	"sync"
-
-	"github.com/kilnhq/kiln/controller/store"
 )
 
 // viewCache keeps nodes' rendered JSON for /v1/nodes/detail, which
@@ -44,11 +42,10 @@ const (
 	keptSummary                 // the default list fields: /v1/nodes
 )
 
-// viewEntry is a rendering, the row version (and narrow heartbeat stamp,
-// merged into driver_internal_info at read) it was rendered from and the
+// viewEntry is a rendering, the row version it was rendered from and the
 // node's UUID (for the page's next link).
 type viewEntry struct {
-	version store.NodeVersion
+	version int64
 	uuid    string
 	out     []byte
 }
@@ -58,7 +55,7 @@ func (e *viewEntry) size() int { return len(e.uuid) + len(e.out) }
 
 // get is the rendering at k of row version version, and the node's UUID,
 // if kept. out is read-only.
-func (c *viewCache) get(k viewKey, version store.NodeVersion) (uuid string, out []byte, ok bool) {
+func (c *viewCache) get(k viewKey, version int64) (uuid string, out []byte, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.entries[k]
@@ -71,7 +68,7 @@ func (c *viewCache) get(k viewKey, version store.NodeVersion) (uuid string, out 
 // put keeps out, the rendering at k of the node uuid at row version
 // version (copied), replacing what k held and, past the bound, dropping
 // other entries.
-func (c *viewCache) put(k viewKey, version store.NodeVersion, uuid string, out []byte) {
+func (c *viewCache) put(k viewKey, version int64, uuid string, out []byte) {
 	e := &viewEntry{version: version, uuid: uuid, out: bytes.Clone(out)}
 	if e.size() > viewCacheBytes/64 {
 		return // an outsized node is rendered each time

@@ -24,8 +24,17 @@ import (
 // stamp of an earlier phase never comes back.
 
 // seenCol is a SQL expression of nodes: the node's narrow stamp
-// (microseconds), NULL if none. One primary-key read.
+// (microseconds), NULL if none. One primary-key read, for point reads.
 const seenCol = "(SELECT last_heartbeat FROM node_agent_seen WHERE node_id = nodes.id)"
+
+// nodesSeen is nodes with their narrow stamps (seenJoined), for lists: a
+// join seeks each row's stamp by primary key, where the subquery seenCol
+// cost a list of versions as much again as the list itself (modernc's
+// SQLite runs a correlated subquery as a subprogram per row).
+const (
+	nodesSeen  = "nodes LEFT JOIN node_agent_seen ON node_agent_seen.node_id = nodes.id"
+	seenJoined = "node_agent_seen.last_heartbeat"
+)
 
 // seenStamp is a narrow stamp as driver_internal_info holds it: the text
 // RecordAgent writes for the same time (the API truncates a narrow

@@ -207,8 +207,12 @@ func checkReads(t *testing.T, st Store, uuid string, at time.Time, want string) 
 		t.Errorf("ListNodeViews lacks %s: %v", quoted, err)
 	}
 	vers, err := ss.ListNodeVersions(ctx, NodeQuery{})
-	if err != nil || len(vers) != 1 || vers[0].Seen != at.UnixMicro() {
-		t.Fatalf("ListNodeVersions = %+v, %v; want the stamp %d", vers, err, at.UnixMicro())
+	var rowVersion int64
+	if err := ss.queryRow(ctx, ss.rdb, "SELECT row_version FROM nodes WHERE uuid = ?", uuid).Scan(&rowVersion); err != nil {
+		t.Fatal(err)
+	}
+	if err != nil || len(vers) != 1 || vers[0].RowVersion != rowVersion+at.UnixMicro() {
+		t.Fatalf("ListNodeVersions = %+v, %v; want row version %d plus the stamp %d", vers, err, rowVersion, at.UnixMicro())
 	}
 	byID, err := ss.NodeViewsByID(ctx, []int64{vers[0].ID})
 	if err != nil || len(byID) != 1 || byID[0].NodeVersion != vers[0] || !strings.Contains(string(byID[0].Doc), quoted) {

@@ -16,12 +16,17 @@ import (
 const bumpRowVersion = "row_version = row_version + 1"
 
 // NodeVersion names the content of a node row: its id, never reused, and
-// its row version, bumped by every write that changes what the API shows,
-// and its narrow heartbeat stamp (agentseen.go; 0 for none), which a read
-// merges into what the API shows without a row version bump.
+// its version: the row version, bumped by every write that changes what
+// the API shows, plus the narrow heartbeat stamp (agentseen.go, in
+// microseconds; 0 for none), which reads merge into what the API shows
+// without a bump. Neither ever decreases, so their sum changes whenever
+// either does, and one column read tells both.
 type NodeVersion struct {
-	ID, RowVersion, Seen int64
+	ID, RowVersion int64
 }
+
+// contentVersion is NodeVersion.RowVersion as SQL over nodesSeen.
+const contentVersion = "row_version + COALESCE(node_agent_seen.last_heartbeat, 0)"
 
 // VersionedNodeViews reads nodes' versions cheaply and their views only
 // where needed: a reader that keeps renderings keyed by NodeVersion lists
@@ -60,7 +65,7 @@ func VersionedViewsOf(st Store) (VersionedNodeViews, bool) {
 
 func (s *sqlStore) ListNodeVersions(ctx context.Context, q NodeQuery) ([]NodeVersion, error) {
 	where, args := nodeWhere(q)
-	rows, err := s.list(ctx, "nodes", "id, row_version, COALESCE("+seenCol+", 0)", nodeSortExprs, where, args, q.SortKey, q.SortDir, q.Marker, q.Limit)
+	rows, err := s.list(ctx, nodesSeen, "id, "+contentVersion, nodeSortExprs, where, args, q.SortKey, q.SortDir, q.Marker, q.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
@@ -68,7 +73,7 @@ func (s *sqlStore) ListNodeVersions(ctx context.Context, q NodeQuery) ([]NodeVer
 	out := make([]NodeVersion, 0, min(max(q.Limit, 1), 1000))
 	for rows.Next() {
 		var v NodeVersion
-		if err := rows.Scan(&v.ID, &v.RowVersion, &v.Seen); err != nil {
+		if err := rows.Scan(&v.ID, &v.RowVersion); err != nil {
 			return nil, fmt.Errorf("list nodes: %w", err)
 		}
 		out = append(out, v)
@@ -103,7 +108,7 @@ func (s *sqlStore) NodeViewsByID(ctx context.Context, ids []int64) ([]VersionedV
 		for i := range args {
 			args[i] = batch[min(i, len(batch)-1)]
 		}
-		query := "SELECT id, row_version, " + viewCols + " FROM nodes WHERE id IN (" + placeholders(k) + ")"
+		query := "SELECT id, " + contentVersion + ", " + viewCols + " FROM " + nodesSeen + " WHERE id IN (" + placeholders(k) + ")"
 		if err := s.readViews(ctx, query, args, &out); err != nil {
 			return nil, err
 		}
@@ -126,7 +131,6 @@ func (s *sqlStore) readViews(ctx context.Context, query string, args []any, out 
 		if err := scanView(scan, &v.NodeView); err != nil {
 			return fmt.Errorf("read nodes: %w", err)
 		}
-		v.Seen = v.seen
 		*out = append(*out, v)
 	}
 	if err := rows.Err(); err != nil {

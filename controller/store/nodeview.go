@@ -28,8 +28,6 @@ type NodeView struct {
 	ProvisionState proto.ProvisionState
 	Reservation    *string
 	Doc            []byte
-
-	seen int64 // the narrow heartbeat stamp merged into Doc (agentseen.go); 0 if none
 }
 
 // NodeViews reads nodes as views: one column per node, no decoding.
@@ -72,12 +70,12 @@ func maskedDoc(doc []byte) ([]byte, error) {
 
 // viewCols reads a NodeView: the masked document, or the document when the
 // masked one is missing (NULL) and must be derived, and the narrow
-// heartbeat stamp to merge into it.
-const viewCols = "uuid, provision_state, reservation, masked_doc IS NOT NULL, " + seenCol + ", COALESCE(masked_doc, doc)"
+// heartbeat stamp to merge into it; from nodesSeen.
+const viewCols = "uuid, provision_state, reservation, masked_doc IS NOT NULL, " + seenJoined + ", COALESCE(masked_doc, doc)"
 
 // nodeViewQuery selects a NodeView by col (uuid or name).
 func nodeViewQuery(col string) string {
-	return "SELECT " + viewCols + " FROM nodes WHERE " + col + " = ?"
+	return "SELECT " + viewCols + " FROM " + nodesSeen + " WHERE " + col + " = ?"
 }
 
 // scanView scans viewCols into v, deriving a missing masked document.
@@ -117,7 +115,7 @@ func (v *NodeView) setDoc(doc []byte, seen sql.NullInt64) error {
 	if err != nil {
 		return err
 	}
-	v.Doc, v.seen = doc, seen.Int64
+	v.Doc = doc
 	return nil
 }
 
@@ -137,7 +135,7 @@ func (s *sqlStore) GetNodeView(ctx context.Context, ident string) (NodeView, err
 
 func (s *sqlStore) ListNodeViews(ctx context.Context, q NodeQuery) ([]NodeView, error) {
 	where, args := nodeWhere(q)
-	rows, err := s.list(ctx, "nodes", viewRow, nodeSortExprs, where, args, q.SortKey, q.SortDir, q.Marker, q.Limit)
+	rows, err := s.list(ctx, nodesSeen, viewRow, nodeSortExprs, where, args, q.SortKey, q.SortDir, q.Marker, q.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
@@ -176,7 +174,7 @@ const viewRow = "CASE WHEN uuid || provision_state || COALESCE(reservation, '') 
 	"uuid || '" + summarySep + "' || provision_state || '" + summarySep +
 	"' || CASE WHEN masked_doc IS NULL THEN '0' ELSE '1' END || '" + summarySep +
 	"' || COALESCE('=' || reservation, '') || '" + summarySep +
-	"' || COALESCE(CAST(" + seenCol + " AS TEXT), '') || '" + summarySep + "' || COALESCE(masked_doc, doc) END"
+	"' || COALESCE(CAST(" + seenJoined + " AS TEXT), '') || '" + summarySep + "' || COALESCE(masked_doc, doc) END"
 
 // splitView reads row (viewRow) into v, deriving a missing masked
 // document.
@@ -213,7 +211,7 @@ func splitView(row string, v *NodeView) error {
 
 // listNodeViewCols is ListNodeViews reading each column on its own.
 func (s *sqlStore) listNodeViewCols(ctx context.Context, where []string, args []any, q NodeQuery) ([]NodeView, error) {
-	rows, err := s.list(ctx, "nodes", viewCols, nodeSortExprs, where, args, q.SortKey, q.SortDir, q.Marker, q.Limit)
+	rows, err := s.list(ctx, nodesSeen, viewCols, nodeSortExprs, where, args, q.SortKey, q.SortDir, q.Marker, q.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}

@@ -418,7 +418,7 @@ func (s *sqlStore) ListNodes(ctx context.Context, q NodeQuery) ([]*proto.Node, e
 	if q.Summary {
 		return s.listNodeSummaries(ctx, where, args, q)
 	}
-	rows, err := s.list(ctx, "nodes", "doc, reservation, "+seenCol, nodeSortExprs, where, args, q.SortKey, q.SortDir, q.Marker, q.Limit)
+	rows, err := s.list(ctx, nodesSeen, "doc, reservation, "+seenJoined, nodeSortExprs, where, args, q.SortKey, q.SortDir, q.Marker, q.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
