@@ -209,7 +209,9 @@ func (r route) next(i, j, conc int) int {
 
 type request struct{ path, body string }
 
-func get(name, path string) route { return route{name: name, method: "GET", reqs: []request{{path, ""}}} }
+func get(name, path string) route {
+	return route{name: name, method: "GET", reqs: []request{{path, ""}}}
+}
 
 // routes are the comparison table's routes; the heartbeat's (named
 // hbName) are those of agents, one per node.
