@@ -11,6 +11,12 @@
 #   SECOND_URL=http://ironic:6385 SECOND_PID=<server or uwsgi master pid> scripts/bench-api.sh
 #   BASELINE=main scripts/bench-api.sh      # a kiln built from that git revision
 # Extra arguments for test/apibench (e.g. -version 1.95) go in APIBENCH_ARGS.
+# Then, unless HB_WRITTEN=0, the written heartbeat: HB_AGENTS (default 1000)
+# nodes in wait call-back whose agents heartbeat in turn, on controllers
+# started afresh with a 50 ms heartbeat resolution (--agent-heartbeat-timeout
+# 1s), so that every heartbeat is past it and recorded, as each periodic
+# heartbeat of a real agent (every 20-30 s) is. It reports the database
+# writes per heartbeat by kind (kiln_store_writes_total).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NODES=${1:-1000}
@@ -19,15 +25,16 @@ work=$(mktemp -d)
 pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"' EXIT
 
-start_kiln() { # start_kiln BINARY NAME → sets url, pid
-  local port=$((20000 + RANDOM % 20000))
-  "$1" serve --listen 127.0.0.1:$port --db "$work/$2.db" --conductor "bench-$2" --log-level warn \
-    --power-sync-interval 0 --agent-lookup-rate 0 &
+start_kiln() { # start_kiln BINARY NAME [FLAGS…] → sets url, pid
+  local port=$((20000 + RANDOM % 20000)) bin=$1 name=$2
+  shift 2
+  "$bin" serve --listen 127.0.0.1:$port --db "$work/$name.db" --conductor "bench-$name" --log-level warn \
+    --power-sync-interval 0 --agent-lookup-rate 0 "$@" &
   pid=$!
   pids+=("$pid")
   url=http://127.0.0.1:$port
   for _ in $(seq 200); do curl -fs "$url/v1/" >/dev/null && return; sleep 0.1; done
-  echo "kiln ($2) did not start" >&2
+  echo "kiln ($name) did not start" >&2
   exit 1
 }
 
@@ -50,3 +57,16 @@ echo "first endpoint: kiln built from the work tree ($(git rev-parse --short HEA
 # shellcheck disable=SC2086 # APIBENCH_ARGS is a list of flags
 "$work/apibench" "${args[@]}" -enroll "$NODES" -d "${SECS}s" ${APIBENCH_ARGS:-}
 echo "kiln RSS: $(awk '/VmRSS/{print $2/1024 " MiB"}' /proc/$kpid/status), peak $(awk '/VmHWM/{print $2/1024 " MiB"}' /proc/$kpid/status)"
+
+if [ "${HB_WRITTEN:-1}" != 0 ]; then
+  echo
+  echo "written heartbeats: ${HB_AGENTS:-1000} agents, controllers with a 50 ms heartbeat resolution"
+  start_kiln "$work/kiln" current-written --agent-heartbeat-timeout 1s
+  wargs=(-url "$url" -pid "$pid")
+  if [ -n "${BASELINE:-}" ]; then
+    start_kiln "$work/kiln-baseline" baseline-written --agent-heartbeat-timeout 1s
+    wargs+=(-url2 "$url" -pid2 "$pid")
+  fi
+  "$work/apibench" "${wargs[@]}" -enroll 0 -routes heartbeat-written -heartbeat-route heartbeat-written \
+    -agents "${HB_AGENTS:-1000}" -d "${SECS}s" ${APIBENCH_ARGS:-}
+fi

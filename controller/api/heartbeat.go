@@ -81,6 +81,22 @@ func recordedRecently(v store.AgentView, hb *proto.HeartbeatRequest, now time.Ti
 	return age >= 0 && age < resolution
 }
 
+// narrowHeartbeat reports whether set, what decideHeartbeat decided to
+// record for hb, is only news that the agent is still there: nothing for
+// the conductor (act false), and the node already records hb's URL,
+// version and CA with an older last heartbeat. Such a heartbeat is
+// recorded as a narrow stamp (store.RecordSeen), not by rewriting the
+// node; any other keeps RecordAgent.
+func narrowHeartbeat(v store.AgentView, hb *proto.HeartbeatRequest, set []store.KeyValue, act bool, now time.Time) bool {
+	if len(set) == 0 || act || !v.HasURL || v.URL != hb.CallbackURL || v.Version != hb.AgentVersion || v.LastHeartbeat.IsZero() {
+		return false
+	}
+	if hb.AgentVerifyCA != "" && hb.AgentVerifyCA != v.VerifyCA {
+		return false
+	}
+	return now.After(v.LastHeartbeat)
+}
+
 // agentViewOf is n as decideHeartbeat sees it.
 func agentViewOf(n *proto.Node) store.AgentView {
 	v := store.AgentView{UUID: n.UUID, ProvisionState: n.ProvisionState, Maintenance: n.Maintenance, Reservation: n.Reservation}
@@ -90,12 +106,14 @@ func agentViewOf(n *proto.Node) store.AgentView {
 	return v
 }
 
-// now is the time a heartbeat is judged and recorded at.
+// now is the time a heartbeat is judged and recorded at, to the
+// microsecond: what a narrow stamp (store.RecordSeen) holds, so that both
+// ways of recording a heartbeat show the same text.
 func (s *Server) now() time.Time {
 	if s.clock != nil {
-		return s.clock()
+		return s.clock().Truncate(time.Microsecond)
 	}
-	return time.Now()
+	return time.Now().Truncate(time.Microsecond)
 }
 
 // errUnchanged ends an UpdateNode whose heartbeat changes nothing: no write.
@@ -107,11 +125,17 @@ var errUnchanged = errors.New("heartbeat changes nothing")
 // current node inside UpdateNode. It reports whether the conductor must act.
 func (s *Server) recordHeartbeat(ctx context.Context, ident string, v store.AgentView, hb *proto.HeartbeatRequest) (bool, error) {
 	res := heartbeatResolution(s.agentHeartbeatTimeout)
-	set, act, err := decideHeartbeat(v, hb, s.now(), res)
+	now := s.now()
+	set, act, err := decideHeartbeat(v, hb, now, res)
 	if err != nil || len(set) == 0 {
 		return false, err
 	}
-	ok, err := s.store.RecordAgent(ctx, v, set, act)
+	var ok bool
+	if narrowHeartbeat(v, hb, set, act, now) {
+		ok, err = s.store.RecordSeen(ctx, v, now)
+	} else {
+		ok, err = s.store.RecordAgent(ctx, v, set, act)
+	}
 	if err != nil || ok {
 		return act, err
 	}

@@ -149,12 +149,53 @@ func TestHeartbeatResolution(t *testing.T) {
 	}
 }
 
+// TestNarrowHeartbeat: a heartbeat decided to be recorded is written as a
+// narrow stamp only when its one news is the time: the node records the
+// same URL, version and CA, an older heartbeat, and the conductor has
+// nothing to do. Anything else rewrites the node as before.
+func TestNarrowHeartbeat(t *testing.T) {
+	now := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
+	hb := proto.HeartbeatRequest{CallbackURL: "http://10.0.0.5:9999", AgentVersion: "10.1", AgentToken: "tok"}
+	withCA := hb
+	withCA.AgentVerifyCA = "PEM"
+	seen := store.AgentView{ProvisionState: proto.StateDeployWait, Maintenance: true, Token: "tok", URL: hb.CallbackURL, HasURL: true,
+		Version: "10.1", LastHeartbeat: now.Add(-25 * time.Second)}
+	with := func(f func(v *store.AgentView)) store.AgentView { v := seen; f(&v); return v }
+	set := []store.KeyValue{{Key: proto.InfoAgentLastHeartbeat, Value: "x"}}
+	for _, tc := range []struct {
+		name string
+		view store.AgentView
+		hb   proto.HeartbeatRequest
+		set  []store.KeyValue
+		act  bool
+		want bool
+	}{
+		{"still there", seen, hb, set, false, true},
+		{"still there, same CA", with(func(v *store.AgentView) { v.VerifyCA = "PEM" }), withCA, set, false, true},
+		{"nothing to record", seen, hb, nil, false, false},
+		{"work for the conductor", seen, hb, set, true, false},
+		{"first heartbeat: no URL recorded", with(func(v *store.AgentView) { v.URL, v.HasURL = "", false }), hb, set, false, false},
+		{"new version", with(func(v *store.AgentView) { v.Version = "10.0" }), hb, set, false, false},
+		{"new CA", seen, withCA, set, false, false},
+		{"no recorded heartbeat", with(func(v *store.AgentView) { v.LastHeartbeat = time.Time{} }), hb, set, false, false},
+		{"recorded heartbeat in the future", with(func(v *store.AgentView) { v.LastHeartbeat = now.Add(time.Second) }), hb, set, false, false},
+		{"recorded heartbeat now", with(func(v *store.AgentView) { v.LastHeartbeat = now }), hb, set, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := narrowHeartbeat(tc.view, &tc.hb, tc.set, tc.act, now); got != tc.want {
+				t.Errorf("narrowHeartbeat = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
 // racingStore changes the node between the heartbeat's read and its write,
 // as a conductor finishing a step would.
 type racingStore struct {
 	store.Store
 	between func()
-	records int
+	records int // RecordAgent and RecordSeen calls
+	narrow  int // RecordSeen calls
 }
 
 func (r *racingStore) AgentOf(ctx context.Context, ident string) (store.AgentView, error) {
@@ -168,6 +209,12 @@ func (r *racingStore) AgentOf(ctx context.Context, ident string) (store.AgentVie
 func (r *racingStore) RecordAgent(ctx context.Context, seen store.AgentView, set []store.KeyValue, touch bool) (bool, error) {
 	r.records++
 	return r.Store.RecordAgent(ctx, seen, set, touch)
+}
+
+func (r *racingStore) RecordSeen(ctx context.Context, seen store.AgentView, at time.Time) (bool, error) {
+	r.records++
+	r.narrow++
+	return r.Store.RecordSeen(ctx, seen, at)
 }
 
 func TestRecordHeartbeat(t *testing.T) {
@@ -237,6 +284,11 @@ func TestRecordHeartbeat(t *testing.T) {
 		if got := parseTime(t, third.DriverInternalInfo[proto.InfoAgentLastHeartbeat]); rs.records != 2 || !got.Equal(recorded.Add(3*time.Second)) {
 			t.Fatalf("a heartbeat at the resolution: %d writes, recorded %v, want %v", rs.records, got, recorded.Add(3*time.Second))
 		}
+		// It only said the agent is still there: a narrow stamp, the
+		// node's documents untouched.
+		if rs.narrow != 1 || !sameTime(third.UpdatedAt, first.UpdatedAt) {
+			t.Errorf("a heartbeat with no news rewrote the node: %d narrow writes, updated_at %v → %v", rs.narrow, first.UpdatedAt, third.UpdatedAt)
+		}
 		// A new agent version is written at once.
 		hb2 := hb
 		hb2.AgentVersion = "10.2"
@@ -247,7 +299,7 @@ func TestRecordHeartbeat(t *testing.T) {
 		if _, err := s.recordHeartbeat(ctx, uuid, v, &hb2); err != nil {
 			t.Fatal(err)
 		}
-		if n, _ := rs.GetNode(ctx, uuid); rs.records != 3 || n.DriverInternalInfo[proto.InfoAgentVersion] != "10.2" {
+		if n, _ := rs.GetNode(ctx, uuid); rs.records != 3 || rs.narrow != 1 || n.DriverInternalInfo[proto.InfoAgentVersion] != "10.2" {
 			t.Errorf("a new version was not recorded: %d writes, %v", rs.records, n.DriverInternalInfo)
 		}
 	})
@@ -272,8 +324,8 @@ func TestRecordHeartbeat(t *testing.T) {
 			}
 		}
 		n, _ := rs.GetNode(ctx, uuid)
-		if rs.records != 2 || !parseTime(t, n.DriverInternalInfo[proto.InfoAgentLastHeartbeat]).Equal(t0.Add(3*time.Second)) {
-			t.Fatalf("%d writes, recorded %v; want 2, the heartbeat at 3s", rs.records, n.DriverInternalInfo[proto.InfoAgentLastHeartbeat])
+		if rs.records != 2 || rs.narrow != 1 || !parseTime(t, n.DriverInternalInfo[proto.InfoAgentLastHeartbeat]).Equal(t0.Add(3*time.Second)) {
+			t.Fatalf("%d writes (%d narrow), recorded %v; want 2 (1), the heartbeat at 3s", rs.records, rs.narrow, n.DriverInternalInfo[proto.InfoAgentLastHeartbeat])
 		}
 		// The agent's last heartbeat was at 4 s; the node times out a
 		// minute after the recorded one, within the resolution of it.

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kilnhq/kiln/controller/store"
 	"github.com/kilnhq/kiln/proto"
@@ -108,6 +109,33 @@ func TestDetailCacheFollowsTheStore(t *testing.T) {
 		t.Fatalf("RecordAgent = %v, %v", ok, err)
 	}
 	check("a heartbeat")
+
+	// A heartbeat with no news is a narrow stamp: the row's version stays,
+	// and yet what is answered shows it, kept or not.
+	t0 := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
+	if v, err = st.AgentOf(ctx, uuids[2]); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := st.RecordAgent(ctx, v, []store.KeyValue{{Key: proto.InfoAgentLastHeartbeat, Value: t0.Format(time.RFC3339Nano)}}, false); err != nil || !ok {
+		t.Fatalf("RecordAgent = %v, %v", ok, err)
+	}
+	check("a heartbeat recorded")
+	for i, at := range []time.Time{t0.Add(25 * time.Second), t0.Add(50*time.Second + 123456*time.Microsecond)} {
+		if v, err = st.AgentOf(ctx, uuids[2]); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := st.RecordSeen(ctx, v, at); err != nil || !ok {
+			t.Fatalf("RecordSeen = %v, %v", ok, err)
+		}
+		check(fmt.Sprintf("narrow heartbeat %d", i))
+		want := `"agent_last_heartbeat":"` + at.Format(time.RFC3339Nano) + `"`
+		if got := get(kept, "/v1/nodes/detail", "kiln.example:6385", "latest"); !bytes.Contains(got, []byte(want)) {
+			t.Fatalf("narrow heartbeat %d: /detail lacks %s: %s", i, want, got)
+		}
+		if got := get(kept, "/v1/nodes/"+uuids[2]+"?fields=driver_internal_info", "kiln.example:6385", "latest"); !bytes.Contains(got, []byte(want)) {
+			t.Fatalf("narrow heartbeat %d: GET ?fields=driver_internal_info lacks %s: %s", i, want, got)
+		}
+	}
 
 	if _, err := st.UpdateNode(ctx, uuids[3], func(n *proto.Node) error {
 		n.ProvisionState = proto.StateInspectWait

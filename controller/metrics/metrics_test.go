@@ -207,7 +207,7 @@ func TestStoreWrites(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want := map[string]float64{"update_node": 2, "update_node_lost": 0, "reserve": 0, "release": 0, "record_agent": 0, "history": 0, "inventory": 0}
+	want := map[string]float64{"update_node": 2, "update_node_lost": 0, "reserve": 0, "release": 0, "record_agent": 0, "record_seen": 0, "history": 0, "inventory": 0}
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -32,9 +32,10 @@ type AgentView struct {
 	VerifyCA      string    // driver_internal_info.agent_verify_ca
 	LastHeartbeat time.Time // driver_internal_info.agent_last_heartbeat; zero if none or unreadable
 
-	id     int64
-	doc    string  // the stored document read
-	masked *string // its masked copy; nil when the row has none
+	id         int64
+	rowVersion int64   // the row's version (RecordSeen applies at it)
+	doc        string  // the stored document read
+	masked     *string // its masked copy; nil when the row has none
 }
 
 // KeyValue is one string key of driver_internal_info to set.
@@ -76,7 +77,7 @@ func (d *dialect) jsonSet(paths [][]string) string {
 // costs them little, while a second query for it cost each written
 // heartbeat a quarter more (BenchmarkHeartbeatWritten).
 func agentViewQuery(col string) string {
-	return "SELECT id, uuid, provision_state, maintenance, reservation, doc, masked_doc FROM nodes WHERE " + col + " = ?"
+	return "SELECT id, row_version, " + seenCol + ", uuid, provision_state, maintenance, reservation, doc, masked_doc FROM nodes WHERE " + col + " = ?"
 }
 
 // AgentOf reads the node's AgentView by UUID or name with one indexed read
@@ -87,12 +88,13 @@ func (s *sqlStore) AgentOf(ctx context.Context, ident string) (AgentView, error)
 		prov   string
 		res    sql.NullString
 		masked sql.NullString
+		seen   sql.NullInt64
 	)
 	// Strings, not []byte: SQLite's driver returns TEXT as a string, which
 	// database/sql would copy again into a []byte.
 	err := byUUIDOrName(func(col string) error {
 		return s.queryRow(ctx, s.rdb, agentViewQuery(col), ident).
-			Scan(&v.id, &v.UUID, &prov, &v.Maintenance, &res, &v.doc, &masked)
+			Scan(&v.id, &v.rowVersion, &seen, &v.UUID, &prov, &v.Maintenance, &res, &v.doc, &masked)
 	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return AgentView{}, fmt.Errorf("node %s: %w", ident, ErrNotFound)
@@ -113,6 +115,11 @@ func (s *sqlStore) AgentOf(ctx context.Context, ident string) (AgentView, error)
 	}
 	v.Token, v.URL, v.HasURL, v.Version, v.VerifyCA = k.token, k.url, k.hasURL, k.version, k.verifyCA
 	v.LastHeartbeat = parseStamp(k.lastHeartbeat)
+	if seen.Valid && k.lastHeartbeat != "" && newerSeen(k.lastHeartbeat, seen.Int64) {
+		// The narrow stamp is newer (agentseen.go). RecordAgent's splice
+		// still edits the document read: its stamp is replaced anyway.
+		v.LastHeartbeat = time.UnixMicro(seen.Int64).UTC()
+	}
 	return v, nil
 }
 

@@ -16,10 +16,17 @@ import (
 const bumpRowVersion = "row_version = row_version + 1"
 
 // NodeVersion names the content of a node row: its id, never reused, and
-// its row version, bumped by every write that changes what the API shows.
+// its version: the row version, bumped by every write that changes what
+// the API shows, plus the narrow heartbeat stamp (agentseen.go, in
+// microseconds; 0 for none), which reads merge into what the API shows
+// without a bump. Neither ever decreases, so their sum changes whenever
+// either does, and one column read tells both.
 type NodeVersion struct {
 	ID, RowVersion int64
 }
+
+// contentVersion is NodeVersion.RowVersion as SQL over nodesSeen.
+const contentVersion = "row_version + COALESCE(node_agent_seen.last_heartbeat, 0)"
 
 // VersionedNodeViews reads nodes' versions cheaply and their views only
 // where needed: a reader that keeps renderings keyed by NodeVersion lists
@@ -58,7 +65,7 @@ func VersionedViewsOf(st Store) (VersionedNodeViews, bool) {
 
 func (s *sqlStore) ListNodeVersions(ctx context.Context, q NodeQuery) ([]NodeVersion, error) {
 	where, args := nodeWhere(q)
-	rows, err := s.list(ctx, "nodes", "id, row_version", nodeSortExprs, where, args, q.SortKey, q.SortDir, q.Marker, q.Limit)
+	rows, err := s.list(ctx, nodesSeen, "id, "+contentVersion, nodeSortExprs, where, args, q.SortKey, q.SortDir, q.Marker, q.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
@@ -101,7 +108,7 @@ func (s *sqlStore) NodeViewsByID(ctx context.Context, ids []int64) ([]VersionedV
 		for i := range args {
 			args[i] = batch[min(i, len(batch)-1)]
 		}
-		query := "SELECT id, row_version, " + viewCols + " FROM nodes WHERE id IN (" + placeholders(k) + ")"
+		query := "SELECT id, " + contentVersion + ", " + viewCols + " FROM " + nodesSeen + " WHERE id IN (" + placeholders(k) + ")"
 		if err := s.readViews(ctx, query, args, &out); err != nil {
 			return nil, err
 		}

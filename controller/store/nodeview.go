@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"unsafe"
 
@@ -68,12 +69,13 @@ func maskedDoc(doc []byte) ([]byte, error) {
 }
 
 // viewCols reads a NodeView: the masked document, or the document when the
-// masked one is missing (NULL) and must be derived.
-const viewCols = "uuid, provision_state, reservation, masked_doc IS NOT NULL, COALESCE(masked_doc, doc)"
+// masked one is missing (NULL) and must be derived, and the narrow
+// heartbeat stamp to merge into it; from nodesSeen.
+const viewCols = "uuid, provision_state, reservation, masked_doc IS NOT NULL, " + seenJoined + ", COALESCE(masked_doc, doc)"
 
 // nodeViewQuery selects a NodeView by col (uuid or name).
 func nodeViewQuery(col string) string {
-	return "SELECT " + viewCols + " FROM nodes WHERE " + col + " = ?"
+	return "SELECT " + viewCols + " FROM " + nodesSeen + " WHERE " + col + " = ?"
 }
 
 // scanView scans viewCols into v, deriving a missing masked document.
@@ -82,12 +84,13 @@ func scanView(scan func(dest ...any) error, v *NodeView) error {
 		prov   string
 		res    sql.NullString
 		masked bool
+		seen   sql.NullInt64
 		text   string
 	)
 	// A string, not a []byte: SQLite's driver returns TEXT as a string,
 	// which database/sql would copy once more into a []byte (a twentieth
 	// of a /detail request, measured). The view shares its memory.
-	if err := scan(&v.UUID, &prov, &res, &masked, &text); err != nil {
+	if err := scan(&v.UUID, &prov, &res, &masked, &seen, &text); err != nil {
 		return err
 	}
 	doc := unsafe.Slice(unsafe.StringData(text), len(text))
@@ -101,6 +104,16 @@ func scanView(scan func(dest ...any) error, v *NodeView) error {
 		if doc, err = maskedDoc(doc); err != nil {
 			return err
 		}
+	}
+	return v.setDoc(doc, seen)
+}
+
+// setDoc sets v's masked, lined document with the narrow stamp seen merged
+// in.
+func (v *NodeView) setDoc(doc []byte, seen sql.NullInt64) error {
+	doc, err := mergeSeenDoc(doc, true, seen)
+	if err != nil {
+		return err
 	}
 	v.Doc = doc
 	return nil
@@ -122,7 +135,7 @@ func (s *sqlStore) GetNodeView(ctx context.Context, ident string) (NodeView, err
 
 func (s *sqlStore) ListNodeViews(ctx context.Context, q NodeQuery) ([]NodeView, error) {
 	where, args := nodeWhere(q)
-	rows, err := s.list(ctx, "nodes", viewRow, nodeSortExprs, where, args, q.SortKey, q.SortDir, q.Marker, q.Limit)
+	rows, err := s.list(ctx, nodesSeen, viewRow, nodeSortExprs, where, args, q.SortKey, q.SortDir, q.Marker, q.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
@@ -152,19 +165,21 @@ func (s *sqlStore) ListNodeViews(ctx context.Context, q NodeQuery) ([]NodeView, 
 // viewRow is viewCols as one text value per row (as summaryRow is the
 // summary's, for the same reason: the driver's cost per column read):
 // uuid, provision_state, "1" when the masked document is there or "0",
-// the reservation ("=value" or "" for NULL) and the document, joined by
+// the reservation ("=value" or "" for NULL), the narrow heartbeat stamp
+// ("" for none) and the document, joined by
 // summarySep. A row whose uuid, state or reservation holds the separator
 // is NULL, and the page is read again column by column; the document
 // cannot hold it (JSON escapes control characters) and comes last.
 const viewRow = "CASE WHEN uuid || provision_state || COALESCE(reservation, '') LIKE '%" + summarySep + "%' THEN NULL ELSE " +
 	"uuid || '" + summarySep + "' || provision_state || '" + summarySep +
 	"' || CASE WHEN masked_doc IS NULL THEN '0' ELSE '1' END || '" + summarySep +
-	"' || COALESCE('=' || reservation, '') || '" + summarySep + "' || COALESCE(masked_doc, doc) END"
+	"' || COALESCE('=' || reservation, '') || '" + summarySep +
+	"' || COALESCE(CAST(" + seenJoined + " AS TEXT), '') || '" + summarySep + "' || COALESCE(masked_doc, doc) END"
 
 // splitView reads row (viewRow) into v, deriving a missing masked
 // document.
 func splitView(row string, v *NodeView) error {
-	var part [4]string
+	var part [5]string
 	for i := range part {
 		var ok bool
 		if part[i], row, ok = strings.Cut(row, summarySep); !ok {
@@ -175,21 +190,28 @@ func splitView(row string, v *NodeView) error {
 	if !ok || part[2] != "0" && part[2] != "1" {
 		return errors.New("malformed view row")
 	}
-	*v = NodeView{UUID: part[0], ProvisionState: proto.ProvisionState(part[1]), Reservation: res,
-		Doc: unsafe.Slice(unsafe.StringData(row), len(row))}
-	if part[2] == "0" {
-		doc, err := maskedDoc(v.Doc)
+	var seen sql.NullInt64
+	if part[4] != "" {
+		n, err := strconv.ParseInt(part[4], 10, 64)
 		if err != nil {
+			return errors.New("malformed view row")
+		}
+		seen = sql.NullInt64{Int64: n, Valid: true}
+	}
+	*v = NodeView{UUID: part[0], ProvisionState: proto.ProvisionState(part[1]), Reservation: res}
+	doc := unsafe.Slice(unsafe.StringData(row), len(row))
+	if part[2] == "0" {
+		var err error
+		if doc, err = maskedDoc(doc); err != nil {
 			return err
 		}
-		v.Doc = doc
 	}
-	return nil
+	return v.setDoc(doc, seen)
 }
 
 // listNodeViewCols is ListNodeViews reading each column on its own.
 func (s *sqlStore) listNodeViewCols(ctx context.Context, where []string, args []any, q NodeQuery) ([]NodeView, error) {
-	rows, err := s.list(ctx, "nodes", viewCols, nodeSortExprs, where, args, q.SortKey, q.SortDir, q.Marker, q.Limit)
+	rows, err := s.list(ctx, nodesSeen, viewCols, nodeSortExprs, where, args, q.SortKey, q.SortDir, q.Marker, q.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}

@@ -269,7 +269,10 @@ func (s *sqlStore) CreateNode(ctx context.Context, n *proto.Node) error {
 }
 
 func (s *sqlStore) GetNode(ctx context.Context, ident string) (*proto.Node, error) {
-	_, n, err := s.getNode(ctx, s.rdb, ident, false)
+	id, n, err := s.getNode(ctx, s.rdb, ident, false)
+	if err == nil {
+		err = s.mergeSeen(ctx, s.rdb, id, n)
+	}
 	return n, err
 }
 
@@ -286,9 +289,13 @@ func (s *sqlStore) updateNodeLocked(ctx context.Context, ident string, fn func(n
 	// for the first time runs unprepared and is prepared after.
 	selectQuery := s.nodeSelectForUpdate()
 	get := s.preparedWrite(ctx, selectQuery)
+	seen := s.preparedWrite(ctx, seenQuery)
 	var updateQuery string
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
 		id, stored, n, err := s.getNodeForUpdate(ctx, tx, get, selectQuery, ident)
+		if err == nil {
+			err = s.mergeSeenTx(ctx, tx, seen, id, n)
+		}
 		if err != nil {
 			mapped = true
 			return err
@@ -446,7 +453,7 @@ func (s *sqlStore) ListNodes(ctx context.Context, q NodeQuery) ([]*proto.Node, e
 	if q.Summary {
 		return s.listNodeSummaries(ctx, where, args, q)
 	}
-	rows, err := s.list(ctx, "nodes", "doc, reservation", nodeSortExprs, where, args, q.SortKey, q.SortDir, q.Marker, q.Limit)
+	rows, err := s.list(ctx, nodesSeen, "doc, reservation, "+seenJoined, nodeSortExprs, where, args, q.SortKey, q.SortDir, q.Marker, q.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
@@ -455,7 +462,8 @@ func (s *sqlStore) ListNodes(ctx context.Context, q NodeQuery) ([]*proto.Node, e
 	for rows.Next() {
 		var doc []byte
 		var res sql.NullString
-		if err := rows.Scan(&doc, &res); err != nil {
+		var seen sql.NullInt64
+		if err := rows.Scan(&doc, &res, &seen); err != nil {
 			return nil, fmt.Errorf("list nodes: %w", err)
 		}
 		var reservation *string
@@ -466,6 +474,7 @@ func (s *sqlStore) ListNodes(ctx context.Context, q NodeQuery) ([]*proto.Node, e
 		if err != nil {
 			return nil, fmt.Errorf("list nodes: %w", err)
 		}
+		mergeSeenNode(n, seen)
 		out = append(out, n)
 	}
 	if err := rows.Err(); err != nil {
@@ -546,13 +555,13 @@ func (s *sqlStore) Reserve(ctx context.Context, ident, conductor string) (*proto
 	}
 	// The document is decoded after the commit: the single writer is
 	// held for the two statements only.
-	var doc []byte
+	var (
+		doc []byte
+		id  int64
+	)
 	get, reserve := s.preparedWrite(ctx, s.nodeByIdent(true)), s.preparedWrite(ctx, reserveQuery)
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		var (
-			id  int64
-			res sql.NullString
-		)
+		var res sql.NullString
 		err := s.txQueryRow(ctx, tx, get, s.nodeByIdent(true), ident, ident, ident).Scan(&id, &doc, &res)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("node %s: %w", ident, ErrNotFound)
@@ -582,6 +591,9 @@ func (s *sqlStore) Reserve(ctx context.Context, ident, conductor string) (*proto
 	n, err := decodeNode(doc, &conductor)
 	if err != nil {
 		return nil, fmt.Errorf("get node %s: %w", ident, err)
+	}
+	if err := s.mergeSeen(ctx, s.rdb, id, n); err != nil {
+		return nil, err
 	}
 	return n, nil
 }

@@ -91,6 +91,11 @@ type Store interface {
 	// conditional UPDATE that applies only while the node is as seen; false
 	// when it changed since, and then nothing was written.
 	RecordAgent(ctx context.Context, seen AgentView, set []KeyValue, touchProvision bool) (bool, error)
+	// RecordSeen records, in a narrow row and not the node's documents,
+	// that the agent seen heartbeat at a time (agentseen.go): the stamp
+	// every read of driver_internal_info.agent_last_heartbeat merges in;
+	// false when the node changed since it was seen.
+	RecordSeen(ctx context.Context, seen AgentView, at time.Time) (bool, error)
 	// NodesWithWork lists, by index and without reading documents, the
 	// free nodes a conductor's scan should look at (see WorkQuery).
 	NodesWithWork(ctx context.Context, q WorkQuery) ([]string, error)

@@ -22,10 +22,12 @@ type WorkQuery struct {
 }
 
 // nodesWithWorkQuery is one index seek per kind of work (migration 0033's
-// partial indexes). Rows written before the migration are derived when the
+// partial indexes); a silent agent's node is left out when its narrow
+// heartbeat stamp (agentseen.go: a primary-key read) is recent. Rows written before the migration are derived when the
 // store opens (deriveWork), before any scan.
 const nodesWithWorkQuery = "SELECT uuid FROM nodes WHERE work_now = TRUE AND conductor_group = ? AND reservation IS NULL" +
 	" UNION SELECT uuid FROM nodes WHERE conductor_group = ? AND wait_heartbeat < ? AND reservation IS NULL" +
+	" AND NOT EXISTS (SELECT 1 FROM node_agent_seen WHERE node_id = nodes.id AND last_heartbeat >= ?)" +
 	" UNION SELECT uuid FROM nodes WHERE conductor_group = ? AND wait_since < ? AND reservation IS NULL"
 
 // NodesWithWork returns the UUIDs WorkQuery selects, from indexed columns
@@ -39,7 +41,7 @@ func (s *sqlStore) NodesWithWork(ctx context.Context, q WorkQuery) ([]string, er
 		wait = q.WaitBefore.UnixMicro()
 	}
 	g := q.ConductorGroup
-	rows, err := s.query(ctx, s.rdb, nodesWithWorkQuery, g, g, hb, g, wait)
+	rows, err := s.query(ctx, s.rdb, nodesWithWorkQuery, g, g, hb, hb, g, wait)
 	if err != nil {
 		return nil, fmt.Errorf("list nodes with work: %w", err)
 	}

@@ -168,7 +168,7 @@ func TestMigration33DerivesWork(t *testing.T) {
 // its partial index; it never reads the whole nodes table.
 func TestNodesWithWorkIsIndexed(t *testing.T) {
 	st := openT(t, "sqlite://"+t.TempDir()+"/k.db", Options{}).(*sqlStore)
-	plan := explainSQLite(t, st, nodesWithWorkQuery, []any{"", "", int64(1), "", int64(1)})
+	plan := explainSQLite(t, st, nodesWithWorkQuery, []any{"", "", int64(1), int64(1), "", int64(1)})
 	for _, idx := range []string{"nodes_work_now", "nodes_wait_heartbeat", "nodes_wait_since"} {
 		if !strings.Contains(plan, idx) {
 			t.Errorf("the plan does not use %s:\n%s", idx, plan)

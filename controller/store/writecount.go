@@ -9,7 +9,7 @@ import "sync/atomic"
 // "other" is every other write.
 
 // WriteKinds are the kinds WriteCounts reports, in a fixed order.
-var WriteKinds = []string{"update_node", "update_node_lost", "reserve", "release", "record_agent", "history", "inventory", "other"}
+var WriteKinds = []string{"update_node", "update_node_lost", "reserve", "release", "record_agent", "record_seen", "history", "inventory", "other"}
 
 const (
 	writeUpdateNode = iota
@@ -20,6 +20,7 @@ const (
 	writeReserve
 	writeRelease
 	writeRecordAgent
+	writeRecordSeen
 	writeHistory
 	writeInventory
 	writeOther

@@ -65,7 +65,7 @@ func (c *client) prepareAgents(base string, n int, image string) ([]agent, error
 		if err := json.Unmarshal(b, &created); err != nil {
 			return nil, err
 		}
-		port := fmt.Sprintf(`{"node_uuid":%q,"address":"52:54:01:%s:%02x"}`, created.UUID, run[2:4]+":"+run[4:6], i)
+		port := fmt.Sprintf(`{"node_uuid":%q,"address":"52:54:%02x:%s:%s:%02x"}`, created.UUID, 1+i>>8, run[2:4], run[4:6], i&0xff)
 		if code, b, err := c.call(ctx, "POST", base+"/v1/ports", port); err != nil || code != http.StatusCreated {
 			return nil, fmt.Errorf("create port: %d %s (%v)", code, b, err)
 		}

@@ -31,7 +31,7 @@ func TestHeartbeatRouteIsAccepted(t *testing.T) {
 		t.Fatalf("%d agents, want 3", len(agents))
 	}
 	var hb route
-	for _, r := range routes(agents[0].uuid, agents) {
+	for _, r := range routes(agents[0].uuid, agents, "heartbeat") {
 		if r.name == "heartbeat" {
 			hb = r
 		}

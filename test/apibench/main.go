@@ -53,6 +53,7 @@ func main() {
 		version     = flag.String("version", "1.82", "microversion sent")
 		token       = flag.String("token", "", "X-Auth-Token sent, if the endpoints need one")
 		routeFilter = flag.String("routes", "", "comma-separated route names to run (default: all)")
+		hbRoute     = flag.String("heartbeat-route", "heartbeat", "name of the heartbeat route (e.g. heartbeat-written for a run whose servers record every heartbeat)")
 	)
 	flag.Parse()
 	eps := []endpoint{{"first", *url1, *pid1}}
@@ -64,7 +65,7 @@ func main() {
 	selected := func(name string) bool {
 		return *routeFilter == "" || contains(strings.Split(*routeFilter, ","), name)
 	}
-	if *imageURL == "" && selected("heartbeat") {
+	if *imageURL == "" && selected(*hbRoute) {
 		srv := imageServer()
 		defer srv.Close()
 		*imageURL = srv.URL + "/apibench.img"
@@ -81,11 +82,11 @@ func main() {
 				ep.url, *enroll, time.Since(start).Round(time.Millisecond), (cpuOf(ep.pid) - cpu0).Round(time.Millisecond))
 		}
 		node, err := cl.firstNode(ep.url)
-		if err != nil {
+		if err != nil && *routeFilter != *hbRoute { // the heartbeat route enrolls its own
 			fail("%s: %v", ep.url, err)
 		}
 		var ags []agent
-		if selected("heartbeat") {
+		if selected(*hbRoute) {
 			start := time.Now()
 			if ags, err = cl.prepareAgents(ep.url, *agents, *imageURL); err != nil {
 				fail("%s: heartbeat nodes: %v", ep.url, err)
@@ -93,7 +94,7 @@ func main() {
 			fmt.Printf("%s: %d nodes deployed to wait call-back, in maintenance, tokens from lookup, in %s\n",
 				ep.url, len(ags), time.Since(start).Round(time.Millisecond))
 		}
-		for _, r := range routes(node, ags) {
+		for _, r := range routes(node, ags, *hbRoute) {
 			if selected(r.name) {
 				routesOf[i] = append(routesOf[i], r)
 			}
@@ -139,6 +140,16 @@ func main() {
 		}
 	}
 	out.Flush()
+	for j, r := range routesOf[0] {
+		if r.name != *hbRoute {
+			continue
+		}
+		for i, ep := range eps {
+			if j < len(total[i]) {
+				fmt.Printf("%s on %s: database writes per request: %s\n", r.name, ep.url, total[i][j].writesPerReq())
+			}
+		}
+	}
 	if *rounds > 1 {
 		fmt.Printf("%d rounds of %s per route and endpoint, endpoints alternated route by route\n", *rounds, *dur)
 	}
@@ -174,19 +185,38 @@ func contains(list []string, s string) bool {
 
 type route struct {
 	name, method string
-	// reqs are the requests of the route: connection i sends reqs[i%len],
-	// so that each heartbeating node has one agent, as in a fleet.
+	// reqs are the requests of the route: connection i sends reqs[i%len]
+	// when there are no more requests than connections, else, in turn,
+	// those reqs[j] with j%conc == i; so each heartbeating node has one
+	// agent, as in a fleet, and a route of many agents visits them all.
 	reqs []request
+	// writes: read the endpoint's database writes around the run (the
+	// heartbeat route: whether its heartbeats rewrote nodes).
+	writes bool
+}
+
+// next is the index of the request connection i of conc sends after
+// request j (owned): the next one it owns, wrapping around.
+func (r route) next(i, j, conc int) int {
+	if len(r.reqs) <= conc {
+		return i % len(r.reqs)
+	}
+	if j += conc; j >= len(r.reqs) {
+		j = i
+	}
+	return j
 }
 
 type request struct{ path, body string }
 
-func get(name, path string) route { return route{name, "GET", []request{{path, ""}}} }
+func get(name, path string) route {
+	return route{name: name, method: "GET", reqs: []request{{path, ""}}}
+}
 
-// routes are the comparison table's routes; the heartbeat's are those of
-// agents, one per node.
-func routes(node string, agents []agent) []route {
-	hb := route{name: "heartbeat", method: "POST"}
+// routes are the comparison table's routes; the heartbeat's (named
+// hbName) are those of agents, one per node.
+func routes(node string, agents []agent, hbName string) []route {
+	hb := route{name: hbName, method: "POST", writes: true}
 	for _, a := range agents {
 		hb.reqs = append(hb.reqs, request{"/v1/heartbeat/" + a.uuid, a.heartbeat()})
 	}
@@ -293,6 +323,7 @@ type result struct {
 	cpu          time.Duration
 	mu           sync.Mutex
 	codes        map[int]int64
+	writes       map[string]float64 // database writes by kind during the run; nil if unknown
 }
 
 // add accumulates o, a run of the same route on the same endpoint.
@@ -303,6 +334,14 @@ func (r *result) add(o *result) {
 	r.cpu += o.cpu
 	for k, v := range o.codes {
 		r.codes[k] += v
+	}
+	if o.writes != nil {
+		if r.writes == nil {
+			r.writes = map[string]float64{}
+		}
+		for k, v := range o.writes {
+			r.writes[k] += v
+		}
 	}
 }
 
@@ -349,8 +388,9 @@ func (r *result) statuses() string {
 // run loads one route on one endpoint for d from conc goroutines.
 func (c *client) run(ep endpoint, r route, conc int, d time.Duration) *result {
 	res := &result{codes: map[int]int64{}}
-	// Warm up the connections and caches.
-	for i := range conc {
+	// Warm up the connections and caches, and send each request once (an
+	// agent's first heartbeat records its URL: not the steady cost).
+	for i := range max(conc, len(r.reqs)) {
 		q := r.reqs[i%len(r.reqs)]
 		c.do(context.Background(), r.method, ep.url+q.path, q.body) //nolint:errcheck // warm-up
 	}
@@ -360,13 +400,18 @@ func (c *client) run(ep endpoint, r route, conc int, d time.Duration) *result {
 	var wg sync.WaitGroup
 	cpu0 := cpuOf(ep.pid)
 	start := time.Now()
+	var writes0 map[string]float64
+	if r.writes {
+		writes0 = writesOf(c.http, ep.url)
+	}
 	for i := range conc {
 		wg.Add(1)
-		q := r.reqs[i%len(r.reqs)]
+		j := i % len(r.reqs)
 		go func() {
 			defer wg.Done()
 			local := map[int]int64{}
-			for ctx.Err() == nil {
+			for ; ctx.Err() == nil; j = r.next(i, j, conc) {
+				q := r.reqs[j]
 				code, n, err := c.do(ctx, r.method, ep.url+q.path, q.body)
 				if ctx.Err() != nil {
 					break
@@ -389,7 +434,71 @@ func (c *client) run(ep endpoint, r route, conc int, d time.Duration) *result {
 	res.elapsed = time.Since(start)
 	res.cpu = cpuOf(ep.pid) - cpu0
 	res.count, res.bytes = count.Load(), nbytes.Load()
+	if writes0 == nil {
+		return res
+	}
+	if writes1 := writesOf(c.http, ep.url); writes1 != nil {
+		res.writes = map[string]float64{}
+		for k, v := range writes1 {
+			res.writes[k] = v - writes0[k]
+		}
+	}
 	return res
+}
+
+// writesOf is the endpoint's committed database writes by kind, from
+// Kiln's /metrics (kiln_store_writes_total); nil when it has none (Ironic).
+// The writes of a route tell whether its heartbeats rewrote nodes.
+func writesOf(cl *http.Client, base string) map[string]float64 {
+	resp, err := cl.Get(base + "/metrics")
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return nil
+	}
+	var out map[string]float64
+	for line := range strings.Lines(string(b)) {
+		rest, ok := strings.CutPrefix(line, `kiln_store_writes_total{kind="`)
+		if !ok {
+			continue
+		}
+		kind, val, ok := strings.Cut(rest, `"} `)
+		v, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
+		if !ok || err != nil {
+			continue
+		}
+		if out == nil {
+			out = map[string]float64{}
+		}
+		out[kind] = v
+	}
+	return out
+}
+
+// writesPerReq names the kinds of writes a route made, per request, e.g.
+// "record_seen 0.98, record_agent 0.02"; "-" when unknown.
+func (r *result) writesPerReq() string {
+	if r.writes == nil || r.count == 0 {
+		return "-"
+	}
+	var kinds []string
+	for k, v := range r.writes {
+		if v > 0 {
+			kinds = append(kinds, k)
+		}
+	}
+	sort.Strings(kinds)
+	if len(kinds) == 0 {
+		return "none"
+	}
+	parts := make([]string, len(kinds))
+	for i, k := range kinds {
+		parts[i] = fmt.Sprintf("%s %.2f", k, r.writes[k]/float64(r.count))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // clockTick is the unit of /proc/<pid>/stat times (USER_HZ, 100 on Linux).

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -56,7 +57,7 @@ func TestRunCountsAnswers(t *testing.T) {
 	}))
 	defer srv.Close()
 	cl := &client{http: srv.Client(), version: "1.82"}
-	res := cl.run(endpoint{url: srv.URL}, route{"hb", "POST", []request{{"/v1/heartbeat/x", `{}`}}}, 2, 200*time.Millisecond)
+	res := cl.run(endpoint{url: srv.URL}, route{name: "hb", method: "POST", reqs: []request{{"/v1/heartbeat/x", `{}`}}}, 2, 200*time.Millisecond)
 	if res.count == 0 || res.codes[http.StatusAccepted] != res.count || res.bytes != 2*res.count {
 		t.Errorf("count %d, codes %v, bytes %d", res.count, res.codes, res.bytes)
 	}
@@ -65,5 +66,33 @@ func TestRunCountsAnswers(t *testing.T) {
 	}
 	if s := res.statuses(); !strings.HasPrefix(s, "202×") {
 		t.Errorf("statuses %q", s)
+	}
+}
+
+// TestRouteNext: with more requests than connections, each connection
+// sends its own requests (j%conc == i) in turn and all are sent; with
+// fewer, connection i keeps to request i%len.
+func TestRouteNext(t *testing.T) {
+	for _, tc := range []struct {
+		reqs, conc int
+		want       [][]int // per connection, the first requests it sends
+	}{
+		{reqs: 7, conc: 3, want: [][]int{{0, 3, 6, 0}, {1, 4, 1}, {2, 5, 2}}},
+		{reqs: 6, conc: 3, want: [][]int{{0, 3, 0}, {1, 4, 1}, {2, 5, 2}}},
+		{reqs: 2, conc: 3, want: [][]int{{0, 0}, {1, 1}, {0, 0}}},
+		{reqs: 3, conc: 3, want: [][]int{{0, 0}, {1, 1}, {2, 2}}},
+	} {
+		r := route{reqs: make([]request, tc.reqs)}
+		for i, want := range tc.want {
+			j := i % tc.reqs
+			got := []int{j}
+			for len(got) < len(want) {
+				j = r.next(i, j, tc.conc)
+				got = append(got, j)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("%d requests, %d connections: connection %d sends %v, want %v", tc.reqs, tc.conc, i, got, want)
+			}
+		}
 	}
 }
