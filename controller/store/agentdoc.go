@@ -160,6 +160,9 @@ func (s *sqlStore) execWrite(ctx context.Context, query string, args ...any) (in
 		}
 		if err == nil {
 			s.writes.all.Add(1)
+			if s.wal != nil {
+				s.wal.committed() // as tryTx: the checkpointer counts commits
+			}
 			return r.RowsAffected()
 		}
 		if attempt == maxAttempts || !s.d.retryable(err) {

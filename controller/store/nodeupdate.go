@@ -192,6 +192,12 @@ func (s *sqlStore) readNodeForUpdate(ctx context.Context, ident string) (id, ver
 		return 0, 0, nil, nil, fmt.Errorf("get node %s: %w", ident, err)
 	}
 	n, err = storedNode(ident, stored)
+	if err == nil {
+		// The agent's newer narrow heartbeat stamp (agentseen.go) goes
+		// into the document, so that this write keeps it, as the
+		// locked path does.
+		err = s.mergeSeen(ctx, s.rdb, id, n)
+	}
 	if err != nil {
 		return 0, 0, nil, nil, err
 	}
