@@ -18,8 +18,8 @@ import (
 // preads and 9 fsyncs with the checkpoints moved here (strace -c).
 //
 // Checkpoints are PASSIVE (they never wait for, nor block, the writer or a
-// reader): one every kickEvery commits counted by writeTx and one per tick,
-// for writes that do not go through writeTx. A PASSIVE checkpoint cannot
+// reader): one every kickEvery commits (counted by writeTx and execWrite)
+// and one per tick, for any other write. A PASSIVE checkpoint cannot
 // copy frames a reader still uses, and under a steady stream of writes
 // it never leaves the log fully copied when the next write begins, which
 // is when SQLite starts the log over from the top of the file: the log
@@ -36,7 +36,7 @@ type walCheckpointer struct {
 	restartFrames int64
 	tick          time.Duration
 
-	commits atomic.Int64 // commits counted by writeTx
+	commits atomic.Int64 // commits counted by writeTx and execWrite
 	// seen is the commit count a finished checkpoint started after: every
 	// frame committed up to it was in the log it worked on (tests).
 	seen  atomic.Int64
