@@ -66,6 +66,13 @@ func TestRestartKeepsEverything(t *testing.T) {
 	if code, _, b := k.call("PATCH", "/v1/nodes/"+uuids[2], `[{"op":"add","path":"/instance_info/image_source","value":"http://x/y.img"}]`); code != 200 {
 		t.Fatalf("patch: %d %s", code, b)
 	}
+	// The manage flow runs on after the 202: the snapshot waits for it to
+	// end, or the conductor can still change the node between the
+	// snapshot and the stop (seen in CI: verifying before, manageable
+	// after).
+	k.waitNode(t, uuids[0], func(n map[string]any) bool {
+		return n["provision_state"] == "manageable" && n["reservation"] == nil
+	})
 	nodesBefore, portsBefore := snapshot(t, k)
 	k.stop()
 
