@@ -16,16 +16,24 @@ import (
 // and the conductor's scan finds the node once the heartbeat timeout has
 // passed since the recorded heartbeat, and not before: a heartbeat the API
 // does not write leaves the recorded one, so the timeout runs from it.
+// nodeAwaitingAgent opens a store on dsn with a fake clock and creates a
+// node in state whose agent has its token and has not heartbeated yet.
+func nodeAwaitingAgent(t *testing.T, dsn, uuid string, state proto.ProvisionState) (*fakeClock, Store, *proto.Node) {
+	t.Helper()
+	clock := newFakeClock()
+	st := openT(t, dsn, Options{Now: clock.Now})
+	n := &proto.Node{UUID: uuid, Driver: "fake-hardware",
+		ProvisionState: state, DriverInternalInfo: proto.Dict{proto.InfoAgentToken: "tok"}}
+	if err := st.CreateNode(context.Background(), n); err != nil {
+		t.Fatal(err)
+	}
+	return clock, st, n
+}
+
 func TestAgentOfReadsRecordedHeartbeat(t *testing.T) {
 	eachBackend(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
-		clock := newFakeClock()
-		st := openT(t, dsn, Options{Now: clock.Now})
-		n := &proto.Node{UUID: "7c0c5f0e-1a2b-4c3d-8e9f-0a1b2c3d4e5f", Driver: "fake-hardware",
-			ProvisionState: proto.StateInspectWait, DriverInternalInfo: proto.Dict{proto.InfoAgentToken: "tok"}}
-		if err := st.CreateNode(ctx, n); err != nil {
-			t.Fatal(err)
-		}
+		clock, st, n := nodeAwaitingAgent(t, dsn, "7c0c5f0e-1a2b-4c3d-8e9f-0a1b2c3d4e5f", proto.StateInspectWait)
 		const timeout = time.Minute
 		scan := func(now time.Time) bool {
 			t.Helper()

@@ -22,14 +22,8 @@ import (
 func TestRecordSeenMergedOnRead(t *testing.T) {
 	eachBackend(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
-		clock := newFakeClock()
-		st := openT(t, dsn, Options{Now: clock.Now})
+		clock, st, n := nodeAwaitingAgent(t, dsn, "5d0c5f0e-1a2b-4c3d-8e9f-0a1b2c3d4e5f", proto.StateDeployWait)
 		ss := st.(*sqlStore)
-		n := &proto.Node{UUID: "5d0c5f0e-1a2b-4c3d-8e9f-0a1b2c3d4e5f", Driver: "fake-hardware",
-			ProvisionState: proto.StateDeployWait, DriverInternalInfo: proto.Dict{proto.InfoAgentToken: "tok"}}
-		if err := st.CreateNode(ctx, n); err != nil {
-			t.Fatal(err)
-		}
 		// The first heartbeat is written into the document.
 		t0 := clock.Now().Truncate(time.Microsecond)
 		v, err := st.AgentOf(ctx, n.UUID)
