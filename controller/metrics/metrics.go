@@ -223,27 +223,59 @@ func (nc *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 func (nc *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	nodes, err := nc.st.ListNodes(ctx, store.NodeQuery{})
+	counts, beats, err := store.NodeGauges(ctx, nc.st)
+	if err != nil && ctx.Err() == nil {
+		// A store that is not SQL (a test's): read every node.
+		counts, beats, err = nodeGaugesOf(ctx, nc.st)
+	}
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(nodesDesc, err)
 		return
 	}
-	type key struct{ prov, power, maint string }
-	counts := map[key]int{}
 	now := nc.now()
+	for _, b := range beats {
+		ch <- prometheus.MustNewConstMetric(heartbeatAgeDesc, prometheus.GaugeValue, now.Sub(b.Last).Seconds(), b.UUID)
+	}
+	for _, c := range counts {
+		power := c.PowerState
+		if power == "" {
+			power = "None"
+		}
+		ch <- prometheus.MustNewConstMetric(nodesDesc, prometheus.GaugeValue, float64(c.Count),
+			c.ProvisionState, power, strconv.FormatBool(c.Maintenance))
+	}
+}
+
+// nodeGaugesOf is store.NodeGauges computed from every node, decoded.
+func nodeGaugesOf(ctx context.Context, st store.Store) ([]store.NodeCount, []store.AgentBeat, error) {
+	nodes, err := st.ListNodes(ctx, store.NodeQuery{})
+	if err != nil {
+		return nil, nil, err
+	}
+	type key struct {
+		prov, power string
+		maint       bool
+	}
+	index := map[key]int{}
+	var counts []store.NodeCount
+	var beats []store.AgentBeat
 	for _, n := range nodes {
-		power := "None"
+		k := key{prov: string(n.ProvisionState), maint: n.Maintenance}
 		if n.PowerState != nil {
-			power = string(*n.PowerState)
+			k.power = string(*n.PowerState)
 		}
-		counts[key{string(n.ProvisionState), power, strconv.FormatBool(n.Maintenance)}]++
+		i, ok := index[k]
+		if !ok {
+			i = len(counts)
+			index[k] = i
+			counts = append(counts, store.NodeCount{ProvisionState: k.prov, PowerState: k.power, Maintenance: k.maint})
+		}
+		counts[i].Count++
 		if fs, _ := flowstate.Read(n, flowstate.PartAgent); !fs.Agent.LastHeartbeat.IsZero() {
-			ch <- prometheus.MustNewConstMetric(heartbeatAgeDesc, prometheus.GaugeValue, now.Sub(fs.Agent.LastHeartbeat).Seconds(), n.UUID)
+			beats = append(beats, store.AgentBeat{UUID: n.UUID, Last: fs.Agent.LastHeartbeat})
 		}
 	}
-	for k, v := range counts {
-		ch <- prometheus.MustNewConstMetric(nodesDesc, prometheus.GaugeValue, float64(v), k.prov, k.power, k.maint)
-	}
+	return counts, beats, nil
 }
 
 func parseTime(s string) (time.Time, error) {

@@ -3,10 +3,12 @@ package metrics
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -227,5 +229,74 @@ func TestStoreWrites(t *testing.T) {
 	delete(got, "other")
 	if !maps.Equal(got, want) {
 		t.Errorf("kiln_store_writes_total = %v, want %v", got, want)
+	}
+}
+
+// TestNodeGaugesMatchDecodedNodes: the gauges read from the columns are
+// the ones computed from every node decoded (the old collector, kept for
+// stores that are not SQL).
+func TestNodeGaugesMatchDecodedNodes(t *testing.T) {
+	st := newStore(t)
+	ctx := context.Background()
+	on, off := proto.PowerOn, proto.PowerOff
+	beat := proto.Dict{proto.InfoAgentLastHeartbeat: time.Now().Add(-7 * time.Second).UTC().Format(time.RFC3339Nano)}
+	for i, n := range []proto.Node{
+		{ProvisionState: proto.StateActive, PowerState: &on},
+		{ProvisionState: proto.StateActive, PowerState: &on, Maintenance: true},
+		{ProvisionState: proto.StateEnroll},
+		{ProvisionState: proto.StateCleanWait, PowerState: &off, DriverInternalInfo: beat},
+		{ProvisionState: proto.StateCleanWait, PowerState: &off, DriverInternalInfo: proto.Dict{"agent_url": "http://192.0.2.9:9999"}},
+	} {
+		n.UUID = "b0000000-0000-4000-8000-00000000000" + string(rune('0'+i))
+		n.Driver = "fake-hardware"
+		if err := st.CreateNode(ctx, &n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	counts, beats, err := store.NodeGauges(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCounts, wantBeats, err := nodeGaugesOf(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sortCounts := func(c []store.NodeCount) {
+		slices.SortFunc(c, func(a, b store.NodeCount) int {
+			return strings.Compare(fmt.Sprint(a), fmt.Sprint(b))
+		})
+	}
+	sortCounts(counts)
+	sortCounts(wantCounts)
+	if !slices.Equal(counts, wantCounts) || len(counts) != 4 {
+		t.Errorf("counts = %+v, decoded %+v", counts, wantCounts)
+	}
+	if len(beats) != 1 || len(wantBeats) != 1 || beats[0].UUID != wantBeats[0].UUID || !beats[0].Last.Equal(wantBeats[0].Last) {
+		t.Errorf("heartbeats = %+v, decoded %+v", beats, wantBeats)
+	}
+}
+
+// failingCollector is a collector whose every gathering fails.
+type failingCollector struct{ desc *prometheus.Desc }
+
+func (f failingCollector) Describe(ch chan<- *prometheus.Desc) { ch <- f.desc }
+func (f failingCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.NewInvalidMetric(f.desc, errors.New("store read past its deadline"))
+}
+
+// TestHandlerServesWhatItGathered: a failing collector costs its own
+// metrics, not the endpoint (it answered 500 at 10,000 nodes when the node
+// gauges ran past their deadline).
+func TestHandlerServesWhatItGathered(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	New(reg, newStore(t))
+	reg.MustRegister(failingCollector{prometheus.NewDesc("kiln_test_failing", "fails", nil, nil)})
+	rec := httptest.NewRecorder()
+	Handler(reg).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("GET /metrics = %d, want 200: %s", rec.Code, rec.Body)
+	}
+	if !strings.Contains(rec.Body.String(), "kiln_flow_duration_seconds") && !strings.Contains(rec.Body.String(), "# HELP kiln_") {
+		t.Errorf("the other metrics are missing:\n%s", rec.Body)
 	}
 }
