@@ -143,8 +143,14 @@ func (f *flow) deferHistory(ev proto.HistoryEvent) bool {
 	return true
 }
 
-// updateWithHistory is UpdateNode storing history with the update.
+// updateWithHistory is UpdateNode storing history with the update, from
+// the version of the node the pass holds when the store keeps one.
 func (f *flow) updateWithHistory(ctx context.Context, history []proto.HistoryEvent, fn func(n *proto.Node) error) (*proto.Node, error) {
+	if hw, ok := f.c.st.(store.HeldNodeWriter); ok {
+		n, held, err := hw.UpdateHeldNode(ctx, f.n.UUID, f.held, fn, history)
+		f.held = held
+		return n, err
+	}
 	if hw, ok := f.c.st.(store.NodeHistoryWriter); ok && len(history) > 0 {
 		return hw.UpdateNodeWithHistory(ctx, f.n.UUID, fn, history)
 	}
@@ -158,4 +164,15 @@ func (f *flow) addHistory(ctx context.Context, events []proto.HistoryEvent) {
 			f.c.log.Warn("record history", "node", f.n.UUID, "err", err)
 		}
 	}
+}
+
+// reserve takes node uuid's reservation, with the version reserved when
+// the store keeps one (store.HeldNodeWriter): the pass's commits then
+// write without reading the node again.
+func (c *Conductor) reserve(ctx context.Context, uuid string) (*proto.Node, *store.HeldNode, error) {
+	if hw, ok := c.st.(store.HeldNodeWriter); ok {
+		return hw.ReserveHeld(ctx, uuid, c.cfg.Name)
+	}
+	n, err := c.st.Reserve(ctx, uuid, c.cfg.Name)
+	return n, nil, err
 }

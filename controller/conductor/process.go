@@ -29,7 +29,7 @@ func (c *Conductor) decideConfig() decide.Config {
 // process takes node uuid's reservation, does what it needs, and releases it.
 func (c *Conductor) process(ctx context.Context, uuid string) {
 	start := time.Now()
-	n, err := c.st.Reserve(ctx, uuid, c.cfg.Name)
+	n, held, err := c.reserve(ctx, uuid)
 	c.waits.reserve.Observe(time.Since(start).Seconds())
 	if err != nil {
 		if errors.Is(err, store.ErrLocked) {
@@ -40,7 +40,7 @@ func (c *Conductor) process(ctx context.Context, uuid string) {
 		}
 		return
 	}
-	f := &flow{c: c, n: n}
+	f := &flow{c: c, n: n, held: held}
 	defer func() {
 		c.waits.pass.Observe(time.Since(start).Seconds())
 		if f.idle {
@@ -94,6 +94,9 @@ type flow struct {
 	// releaseRead is when the write that released the node began: the
 	// node it returned is at least as new as any write committed before.
 	releaseRead time.Time
+	// held is the store's version of the node as last reserved or
+	// written by this pass (commit.go); nil: the next commit reads it.
+	held *store.HeldNode
 	// touched: the pass found an event to act on; idle: it found none
 	// (waits.go counts those).
 	touched, idle bool
@@ -105,7 +108,7 @@ func (f *flow) update(ctx context.Context, fn func(n *proto.Node)) error {
 	if err := f.commit(ctx); err != nil {
 		return err
 	}
-	n, err := f.c.st.UpdateNode(ctx, f.n.UUID, func(n *proto.Node) error {
+	n, err := f.updateWithHistory(ctx, nil, func(n *proto.Node) error {
 		if n.DriverInternalInfo == nil {
 			n.DriverInternalInfo = proto.Dict{}
 		}

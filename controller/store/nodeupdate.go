@@ -40,13 +40,21 @@ func (s *sqlStore) UpdateNodeWithHistory(ctx context.Context, ident string, fn f
 }
 
 func (s *sqlStore) updateNode(ctx context.Context, ident string, fn func(n *proto.Node) error, events []proto.HistoryEvent) (*proto.Node, error) {
+	n, _, err := s.updateNodeKept(ctx, ident, fn, events, false)
+	return n, err
+}
+
+// updateNodeKept is updateNode; keep asks for the version written as a
+// HeldNode (heldnode.go), which the locked fallback does not give (nil).
+func (s *sqlStore) updateNodeKept(ctx context.Context, ident string, fn func(n *proto.Node) error, events []proto.HistoryEvent, keep bool) (*proto.Node, *HeldNode, error) {
 	for attempt := 1; attempt <= optimisticAttempts; attempt++ {
-		n, done, err := s.tryUpdateNode(ctx, ident, fn, events)
+		n, h, done, err := s.tryUpdateNode(ctx, ident, fn, events, keep)
 		if done {
-			return n, err
+			return n, h, err
 		}
 	}
-	return s.updateNodeLocked(ctx, ident, fn, events)
+	n, err := s.updateNodeLocked(ctx, ident, fn, events)
+	return n, nil, err
 }
 
 // errLostRace ends a write transaction whose conditional UPDATE found the
@@ -55,27 +63,35 @@ var errLostRace = errors.New("the node changed since it was read")
 
 // tryUpdateNode is one optimistic attempt; done is false when the row
 // changed between the read and the write (nothing was written).
-func (s *sqlStore) tryUpdateNode(ctx context.Context, ident string, fn func(n *proto.Node) error, events []proto.HistoryEvent) (out *proto.Node, done bool, err error) {
+func (s *sqlStore) tryUpdateNode(ctx context.Context, ident string, fn func(n *proto.Node) error, events []proto.HistoryEvent, keep bool) (out *proto.Node, h *HeldNode, done bool, err error) {
 	id, version, stored, n, err := s.readNodeForUpdate(ctx, ident)
 	if err != nil {
-		return nil, true, err
+		return nil, nil, true, err
 	}
+	return s.writeNodeVersion(ctx, ident, id, version, stored, n, fn, events, keep)
+}
+
+// writeNodeVersion runs fn on n, the node of row id at version (stored:
+// its columns), and writes the result if the row is still at that
+// version; done is false when it was not (nothing was written). keep
+// asks for the version written as a HeldNode.
+func (s *sqlStore) writeNodeVersion(ctx context.Context, ident string, id, version int64, stored []any, n *proto.Node, fn func(n *proto.Node) error, events []proto.HistoryEvent, keep bool) (out *proto.Node, h *HeldNode, done bool, err error) {
 	uuid := n.UUID
 	was := stateOf(n)
 	if err := fn(n); err != nil {
-		return nil, true, err
+		return nil, nil, true, err
 	}
 	docs, err := historyDocs(uuid, was, events)
 	if err != nil {
-		return nil, true, err
+		return nil, nil, true, err
 	}
 	if n.UUID != uuid {
-		return nil, true, fmt.Errorf("update node %s: the UUID cannot change (to %q)", uuid, n.UUID)
+		return nil, nil, true, fmt.Errorf("update node %s: the UUID cannot change (to %q)", uuid, n.UUID)
 	}
 	n.UpdatedAt = wireTime(s.clock())
 	vals, err := nodeValues(n)
 	if err != nil {
-		return nil, true, err
+		return nil, nil, true, err
 	}
 	m := changedColumns(stored, vals)
 	if s.beforeNodeWrite != nil {
@@ -93,14 +109,18 @@ func (s *sqlStore) tryUpdateNode(ctx context.Context, ident string, fn func(n *p
 		changed, err = 0, nil
 	}
 	if err != nil {
-		return nil, true, s.mapWriteError(err, "update node "+ident)
+		return nil, nil, true, s.mapWriteError(err, "update node "+ident)
 	}
 	if changed == 0 {
 		s.wrote(writeUpdateNodeLost)
-		return nil, false, nil
+		return nil, nil, false, nil
 	}
 	s.wrote(writeUpdateNode)
-	return n, true, nil
+	if keep {
+		// The UPDATE applied only at version and bumped it by one.
+		h = &HeldNode{id: id, version: version + 1, stored: vals, n: cloneNode(n)}
+	}
+	return n, h, true, nil
 }
 
 // writeWithHistory runs the conditional UPDATE and inserts the history
@@ -183,6 +203,9 @@ func (s *sqlStore) readNodeForUpdate(ctx context.Context, ident string) (id, ver
 	dest[0], dest[1] = &id, &version
 	for i := range stored {
 		dest[i+2] = &stored[i]
+	}
+	if s.onNodeRead != nil {
+		s.onNodeRead(ident)
 	}
 	err = s.queryRow(ctx, s.rdb, s.nodeSelectVersioned(), ident, ident, ident).Scan(dest...)
 	if errors.Is(err, sql.ErrNoRows) {

@@ -34,6 +34,9 @@ type sqlStore struct {
 	// beforeNodeWrite, when set (tests), runs in UpdateNode's optimistic
 	// path between the read and the conditional write.
 	beforeNodeWrite func(uuid string)
+	// onNodeRead, when set (tests), runs when UpdateNode reads a node
+	// (heldnode.go's commits do not).
+	onNodeRead func(ident string)
 	// wal checkpoints SQLite's log off the commit path (sqlitewal.go); nil
 	// for PostgreSQL.
 	wal *walCheckpointer
