@@ -378,6 +378,13 @@ func (r *benchRun) phase(ctx context.Context, name, verb, target string, uuids [
 	r.log("%s: %d nodes → %s", name, len(uuids), target)
 	start, cpu0, waits0 := time.Now(), r.cpu(), r.snapshots()
 	ph := Phase{Name: name, Target: target}
+	// At 10,000 nodes asking takes minutes, and nodes deploy meanwhile: the
+	// controller is killed once a tenth are active even if the asking is
+	// not over, so that it dies in the middle of the phase.
+	stopKiller := func() {}
+	if r.cfg.KillOne && res.Killed == "" && name == "deploy" {
+		stopKiller = r.killWhenActive(ctx, start, len(uuids), res)
+	}
 	asked, errs := r.parallel(len(uuids), func(i int) error {
 		if prep != nil {
 			if err := prep(uuids[i]); err != nil {
@@ -387,6 +394,7 @@ func (r *benchRun) phase(ctx context.Context, name, verb, target string, uuids [
 		_, err := r.call(ctx, http.MethodPut, "/v1/nodes/"+uuids[i]+"/states/provision", map[string]any{"target": verb}, http.StatusAccepted)
 		return err
 	})
+	stopKiller()
 	for _, e := range errs[:min(len(errs), 3)] {
 		ph.Errors = append(ph.Errors, e.Error())
 	}
@@ -498,6 +506,55 @@ func (r *benchRun) cpu() time.Duration {
 }
 
 // listNodes pages through every node with the fields the phases watch.
+// killWhenActive kills the second controller, from a goroutine, once a
+// tenth of n nodes are active, and records it in res; the function it
+// returns stops the goroutine and waits for it (res is then safe to read).
+func (r *benchRun) killWhenActive(ctx context.Context, start time.Time, n int, res *Result) func() {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			if active, err := r.countActive(ctx, max(1, n/10)); err == nil && active >= max(1, n/10) {
+				c := r.ctls[1]
+				c.kill()
+				res.Killed = c.name
+				res.KilledAt = fmt.Sprintf("deploy, %d of %d nodes active while the nodes were still being asked, %s into the phase",
+					active, n, time.Since(start).Round(time.Second))
+				r.log("deploy: killed %s with SIGKILL (%s)", c.name, res.KilledAt)
+				return
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// countActive counts active nodes, up to at least limit.
+func (r *benchRun) countActive(ctx context.Context, limit int) (int, error) {
+	count, marker := 0, ""
+	for count < limit {
+		path := "/v1/nodes?provision_state=active&limit=1000&fields=uuid"
+		if marker != "" {
+			path += "&marker=" + marker
+		}
+		out, err := r.call(ctx, http.MethodGet, path, nil, http.StatusOK)
+		if err != nil {
+			return count, err
+		}
+		raw, _ := out["nodes"].([]any)
+		count += len(raw)
+		if len(raw) < 1000 {
+			break
+		}
+		marker, _ = raw[len(raw)-1].(map[string]any)["uuid"].(string)
+	}
+	return count, nil
+}
+
 func (r *benchRun) listNodes(ctx context.Context) ([]map[string]any, error) {
 	var all []map[string]any
 	marker := ""
