@@ -155,15 +155,66 @@ func (d *dialect) recordSeenQuery() string {
 // RecordSeen records that seen's agent heartbeat at at, as a narrow stamp,
 // while the node's row is still the one AgentOf read (its row version): ok
 // is false when it changed, and the caller decides again on the current
-// node. at is truncated to microseconds.
+// node. at is truncated to microseconds. Stamps recorded at the same time
+// are committed together (seenbatch.go); RecordSeen returns once its own
+// is.
 func (s *sqlStore) RecordSeen(ctx context.Context, seen AgentView, at time.Time) (bool, error) {
 	if seen.id == 0 {
 		return false, errors.New("record agent heartbeat: the view was not read by AgentOf")
 	}
-	changed, err := s.execWrite(ctx, s.d.recordSeenQuery(), at.UnixMicro(), seen.id, seen.rowVersion)
+	ok, err := s.seen.record(ctx, &seenReq{id: seen.id, rowVersion: seen.rowVersion, micros: at.UnixMicro()}, s.writeSeen)
 	if err != nil {
 		return false, fmt.Errorf("record agent heartbeat of node %s: %w", seen.UUID, err)
 	}
+	return ok, nil
+}
+
+// writeSeen writes a group of narrow stamps: a lone one as a statement of
+// its own (BEGIN and COMMIT would cost it as much again), several in one
+// transaction, through the upsert prepared on the writer. A committed
+// group counts as one record_seen write.
+func (s *sqlStore) writeSeen(ctx context.Context, group []*seenReq) error {
+	query := s.d.recordSeenQuery()
+	if len(group) == 1 {
+		r := group[0]
+		changed, err := s.execWrite(ctx, query, r.micros, r.id, r.rowVersion)
+		if err != nil {
+			return err
+		}
+		r.ok = changed == 1
+		s.wrote(writeRecordSeen)
+		return nil
+	}
+	st := s.preparedWrite(ctx, query)
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		var txst *sql.Stmt
+		if st != nil {
+			txst = tx.StmtContext(ctx, st)
+		}
+		for _, r := range group {
+			var (
+				res sql.Result
+				err error
+			)
+			if txst != nil {
+				res, err = txst.ExecContext(ctx, r.micros, r.id, r.rowVersion)
+			} else {
+				res, err = s.exec(ctx, tx, query, r.micros, r.id, r.rowVersion)
+			}
+			if err != nil {
+				return err
+			}
+			changed, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			r.ok = changed == 1
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
 	s.wrote(writeRecordSeen)
-	return changed == 1, nil
+	return nil
 }

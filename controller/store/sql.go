@@ -40,6 +40,8 @@ type sqlStore struct {
 	// wal checkpoints SQLite's log off the commit path (sqlitewal.go); nil
 	// for PostgreSQL.
 	wal *walCheckpointer
+	// seen commits narrow heartbeat stamps in groups (seenbatch.go).
+	seen seenBatcher
 }
 
 var _ Store = (*sqlStore)(nil)
