@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	gouuid "github.com/google/uuid"
+
 	"github.com/kilnhq/kiln/controller/driver"
 	"github.com/kilnhq/kiln/controller/flowstate"
 	"github.com/kilnhq/kiln/controller/secrets"
@@ -274,13 +276,29 @@ func (p *powerSync) syncNode(ctx context.Context, uuid string) {
 	if !changed && !checkWorthRecording(n, check) {
 		return
 	}
-	_, uerr := c.st.UpdateNode(ctx, uuid, func(cur *proto.Node) error {
+	record := func(cur *proto.Node) error {
 		flowstate.Write(cur, flowstate.State{LastBMCCheck: &check}, flowstate.PartBMC)
 		if changed && cur.TargetPowerState == nil {
 			cur.PowerState = &ps
 		}
 		return nil
-	})
+	}
+	var ev *proto.HistoryEvent
+	if changed {
+		ev = &proto.HistoryEvent{Severity: "WARNING", EventType: "power_sync", Conductor: c.cfg.Name,
+			Event: fmt.Sprintf("Power state of node %s is %s according to its BMC", uuid, ps)}
+	}
+	// The new power state and the event that explains it are one write
+	// where the store can: a reader never sees the one without the other.
+	hw, together := c.st.(store.NodeHistoryWriter)
+	var uerr error
+	if together && ev != nil {
+		ev.UUID = gouuid.NewString()
+		ev.CreatedAt = &proto.Time{Time: time.Now().UTC().Truncate(time.Microsecond)}
+		_, uerr = hw.UpdateNodeWithHistory(ctx, uuid, record, []proto.HistoryEvent{*ev})
+	} else {
+		_, uerr = c.st.UpdateNode(ctx, uuid, record)
+	}
 	if uerr != nil {
 		if ctx.Err() == nil {
 			c.log.Warn("power state sync: record", "node", uuid, "err", uerr)
@@ -289,8 +307,9 @@ func (p *powerSync) syncNode(ctx context.Context, uuid string) {
 	}
 	if changed {
 		c.log.Info("power state changed outside Kiln", "node", uuid, "power_state", ps)
-		_ = c.st.AddHistory(ctx, uuid, proto.HistoryEvent{Severity: "WARNING", EventType: "power_sync", Conductor: c.cfg.Name,
-			Event: fmt.Sprintf("Power state of node %s is %s according to its BMC", uuid, ps)})
+		if !together {
+			_ = c.st.AddHistory(ctx, uuid, *ev)
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -397,4 +398,74 @@ func lastBMCCheck(n *proto.Node) (proto.BMCCheck, bool) {
 		return proto.BMCCheck{}, false
 	}
 	return *fs.LastBMCCheck, true
+}
+
+// historyRecorder is a store that notes how a node's history is written.
+type historyRecorder struct {
+	store.Store
+	mu       sync.Mutex
+	withNode []proto.HistoryEvent // stored in the node's own write
+	alone    []proto.HistoryEvent // stored by AddHistory, after it
+}
+
+func (h *historyRecorder) UpdateNodeWithHistory(ctx context.Context, ident string, fn func(n *proto.Node) error, events []proto.HistoryEvent) (*proto.Node, error) {
+	n, err := h.Store.(store.NodeHistoryWriter).UpdateNodeWithHistory(ctx, ident, fn, events)
+	if err == nil {
+		h.mu.Lock()
+		h.withNode = append(h.withNode, events...)
+		h.mu.Unlock()
+	}
+	return n, err
+}
+
+func (h *historyRecorder) AddHistory(ctx context.Context, ident string, ev proto.HistoryEvent) error {
+	h.mu.Lock()
+	h.alone = append(h.alone, ev)
+	h.mu.Unlock()
+	return h.Store.AddHistory(ctx, ident, ev)
+}
+
+// TestPowerSyncChangeAndItsEventAreOneWrite: a power state changed
+// outside Kiln is stored with the history event that explains it, in one
+// write; a reader once saw the new state and no event yet (test/conductor
+// TestPowerSync, at load 35).
+func TestPowerSyncChangeAndItsEventAreOneWrite(t *testing.T) {
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "kiln.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	rec := &historyRecorder{Store: st}
+	c := New(Config{Store: rec, Name: "c1", PowerSyncInterval: time.Minute, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	uuids := addNodes(t, st, testHW, 1, func(int) string { return "10.0.2.1" })
+	power.set(func(context.Context, *proto.Node) (proto.PowerState, error) { return proto.PowerOn, nil })
+	t.Cleanup(func() { power.set(nil) })
+
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // safety net only
+	defer cancel()
+	if r := c.power.round(ctx); r.Reached != 1 {
+		t.Fatalf("round = %+v, want the node reached", r)
+	}
+	n, err := st.GetNode(ctx, uuids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.PowerState == nil || *n.PowerState != proto.PowerOn {
+		t.Fatalf("power_state = %v, want power on", n.PowerState)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.alone) != 0 {
+		t.Errorf("history written after the node: %+v", rec.alone)
+	}
+	if len(rec.withNode) != 1 || !strings.Contains(rec.withNode[0].Event, "according to its BMC") {
+		t.Errorf("history written with the node = %+v, want the sync's event", rec.withNode)
+	}
+	hist, err := st.ListHistory(ctx, uuids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(fmt.Sprint(hist), "according to its BMC") {
+		t.Errorf("stored history %+v has no sync event", hist)
+	}
 }
