@@ -105,23 +105,14 @@ func (s *sqlStore) ReserveHeld(ctx context.Context, ident, conductor string) (*p
 		if err != nil {
 			return fmt.Errorf("get node %s: %w", ident, err)
 		}
-		r, err := s.txExec(ctx, tx, reserve, reserveQuery, conductor, id, s.aliveCutoff())
-		if err != nil {
-			return fmt.Errorf("reserve node %s: %w", ident, err)
+		holder := "?"
+		switch r := stored[nodeColumnIndex["reservation"]].(type) {
+		case string:
+			holder = r
+		case []byte:
+			holder = string(r)
 		}
-		if k, err := r.RowsAffected(); err != nil {
-			return fmt.Errorf("reserve node %s: %w", ident, err)
-		} else if k == 0 {
-			holder := "?"
-			switch r := stored[nodeColumnIndex["reservation"]].(type) {
-			case string:
-				holder = r
-			case []byte:
-				holder = string(r)
-			}
-			return &LockedError{Node: ident, Holder: holder}
-		}
-		return nil
+		return s.reserveRow(ctx, tx, reserve, ident, conductor, id, holder)
 	})
 	if err != nil {
 		return nil, nil, err

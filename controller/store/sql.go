@@ -554,6 +554,22 @@ func (s *sqlStore) listQuery(ctx context.Context, table, cols string, exprs map[
 
 // ---- reservations ----
 
+// reserveRow reserves row id (the node ident) for conductor in tx through
+// reserve (reserveQuery prepared on the writer); holder is who held it as
+// read, for the LockedError when the row is not free.
+func (s *sqlStore) reserveRow(ctx context.Context, tx *sql.Tx, reserve *sql.Stmt, ident, conductor string, id int64, holder string) error {
+	r, err := s.txExec(ctx, tx, reserve, reserveQuery, conductor, id, s.aliveCutoff())
+	if err != nil {
+		return fmt.Errorf("reserve node %s: %w", ident, err)
+	}
+	if k, err := r.RowsAffected(); err != nil {
+		return fmt.Errorf("reserve node %s: %w", ident, err)
+	} else if k == 0 {
+		return &LockedError{Node: ident, Holder: holder}
+	}
+	return nil
+}
+
 func (s *sqlStore) Reserve(ctx context.Context, ident, conductor string) (*proto.Node, error) {
 	if conductor == "" {
 		return nil, errors.New("reserve node: no conductor named")
@@ -574,20 +590,11 @@ func (s *sqlStore) Reserve(ctx context.Context, ident, conductor string) (*proto
 		if err != nil {
 			return fmt.Errorf("get node %s: %w", ident, err)
 		}
-		r, err := s.txExec(ctx, tx, reserve, reserveQuery, conductor, id, s.aliveCutoff())
-		if err != nil {
-			return fmt.Errorf("reserve node %s: %w", ident, err)
+		holder := "?"
+		if res.Valid {
+			holder = res.String
 		}
-		if k, err := r.RowsAffected(); err != nil {
-			return fmt.Errorf("reserve node %s: %w", ident, err)
-		} else if k == 0 {
-			holder := "?"
-			if res.Valid {
-				holder = res.String
-			}
-			return &LockedError{Node: ident, Holder: holder}
-		}
-		return nil
+		return s.reserveRow(ctx, tx, reserve, ident, conductor, id, holder)
 	})
 	if err != nil {
 		return nil, err

@@ -535,46 +535,43 @@ func (r *benchRun) killWhenActive(ctx context.Context, start time.Time, n int, r
 
 // countActive counts active nodes, up to at least limit.
 func (r *benchRun) countActive(ctx context.Context, limit int) (int, error) {
-	count, marker := 0, ""
-	for count < limit {
-		path := "/v1/nodes?provision_state=active&limit=1000&fields=uuid"
-		if marker != "" {
-			path += "&marker=" + marker
-		}
-		out, err := r.call(ctx, http.MethodGet, path, nil, http.StatusOK)
-		if err != nil {
-			return count, err
-		}
-		raw, _ := out["nodes"].([]any)
-		count += len(raw)
-		if len(raw) < 1000 {
-			break
-		}
-		marker, _ = raw[len(raw)-1].(map[string]any)["uuid"].(string)
-	}
-	return count, nil
+	count := 0
+	err := r.pageNodes(ctx, "provision_state=active&fields=uuid", func(page []any) bool {
+		count += len(page)
+		return count < limit
+	})
+	return count, err
 }
 
 func (r *benchRun) listNodes(ctx context.Context) ([]map[string]any, error) {
 	var all []map[string]any
+	err := r.pageNodes(ctx, "fields=uuid,provision_state,target_provision_state,reservation,last_error,inspection_finished_at", func(page []any) bool {
+		for _, x := range page {
+			if m, ok := x.(map[string]any); ok {
+				all = append(all, m)
+			}
+		}
+		return true
+	})
+	return all, err
+}
+
+// pageNodes lists nodes matching query a thousand at a time, handing each
+// page to more until it returns false or the list ends.
+func (r *benchRun) pageNodes(ctx context.Context, query string, more func(page []any) bool) error {
 	marker := ""
 	for {
-		path := "/v1/nodes?limit=1000&fields=uuid,provision_state,target_provision_state,reservation,last_error,inspection_finished_at"
+		path := "/v1/nodes?limit=1000&" + query
 		if marker != "" {
 			path += "&marker=" + marker
 		}
 		out, err := r.call(ctx, http.MethodGet, path, nil, http.StatusOK)
 		if err != nil {
-			return all, err
+			return err
 		}
 		raw, _ := out["nodes"].([]any)
-		for _, x := range raw {
-			if m, ok := x.(map[string]any); ok {
-				all = append(all, m)
-			}
-		}
-		if len(raw) < 1000 {
-			return all, nil
+		if !more(raw) || len(raw) < 1000 {
+			return nil
 		}
 		marker, _ = raw[len(raw)-1].(map[string]any)["uuid"].(string)
 	}
