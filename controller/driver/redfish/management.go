@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/stmcginnis/gofish/schemas"
 
@@ -179,20 +181,33 @@ func NodeBootMode(n *proto.Node) string {
 // setBoot PATCHes the fields of want that differ from the current override
 // (after the vendor quirks), then reads the override back. The PATCH carries
 // the ETag of the read it was computed from; when another client changed the
-// system in between (412), it reads again and recomputes.
+// system in between (412), it waits a random moment, reads again and
+// recomputes.
 func (s *session) setBoot(want BootPatch) error {
 	// Our own changes to one BMC's override are serialized, so 412 only
 	// comes from other clients.
 	s.bootMu.Lock()
 	defer s.bootMu.Unlock()
-	for attempt := 0; ; attempt++ {
+	for attempt := 1; ; attempt++ {
 		err := s.setBootOnce(want)
 		var be *BMCError
-		if err == nil || attempt == 3 || !errors.As(err, &be) || be.Status != http.StatusPreconditionFailed {
+		if err == nil || attempt == bootAttempts || !errors.As(err, &be) || be.Status != http.StatusPreconditionFailed {
 			return err
 		}
+		// Two writers retrying at once in step can keep invalidating each
+		// other's ETag (seen at load 30 with two controllers writing one
+		// BMC: four losses in a row); a random pause, growing with the
+		// attempt, lets one of them through.
+		time.Sleep(time.Duration(rand.Int64N(int64(attempt) * int64(bootRetryStep))))
 	}
 }
+
+// bootAttempts bounds setBoot's tries against other clients' changes; the
+// pauses between them add up to at most 28 bootRetrySteps.
+const (
+	bootAttempts  = 8
+	bootRetryStep = 20 * time.Millisecond
+)
 
 func (s *session) setBootOnce(want BootPatch) error {
 	sys, err := s.system()
