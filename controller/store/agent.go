@@ -32,10 +32,12 @@ type AgentView struct {
 	VerifyCA      string    // driver_internal_info.agent_verify_ca
 	LastHeartbeat time.Time // driver_internal_info.agent_last_heartbeat; zero if none or unreadable
 
-	id         int64
-	rowVersion int64   // the row's version (RecordSeen applies at it)
-	doc        string  // the stored document read
-	masked     *string // its masked copy; nil when the row has none
+	id           int64
+	rowVersion   int64     // the row's version (RecordSeen applies at it)
+	docHeartbeat time.Time // the document's agent_last_heartbeat, before the narrow stamp
+	docStamp     string    // its text as stored
+	doc          string    // the stored document read; "" for a kept view (agentcache.go)
+	masked       *string   // its masked copy; nil when the row has none
 }
 
 // KeyValue is one string key of driver_internal_info to set.
@@ -80,9 +82,16 @@ func agentViewQuery(col string) string {
 	return "SELECT id, row_version, " + seenCol + ", uuid, provision_state, maintenance, reservation, doc, masked_doc FROM nodes WHERE " + col + " = ?"
 }
 
-// AgentOf reads the node's AgentView by UUID or name with one indexed read
-// (two when ident is a name: agents send UUIDs).
+// AgentOf reads the node's AgentView by UUID or name: the view kept from
+// an earlier read when the row has not changed since (agentcache.go), else
+// with one indexed read of the row (two when ident is a name: agents send
+// UUIDs). Neither read is interrupted when ctx ends: each is a point read
+// far shorter than the goroutines that would watch for it.
 func (s *sqlStore) AgentOf(ctx context.Context, ident string) (AgentView, error) {
+	ctx = context.WithoutCancel(ctx)
+	if v, ok, err := s.keptAgentOf(ctx, ident); ok || err != nil {
+		return v, err
+	}
 	var (
 		v      AgentView
 		prov   string
@@ -114,13 +123,22 @@ func (s *sqlStore) AgentOf(ctx context.Context, ident string) (AgentView, error)
 		return AgentView{}, fmt.Errorf("read agent of node %s: %w", ident, err)
 	}
 	v.Token, v.URL, v.HasURL, v.Version, v.VerifyCA = k.token, k.url, k.hasURL, k.version, k.verifyCA
-	v.LastHeartbeat = parseStamp(k.lastHeartbeat)
-	if seen.Valid && k.lastHeartbeat != "" && newerSeen(k.lastHeartbeat, seen.Int64) {
-		// The narrow stamp is newer (agentseen.go). RecordAgent's splice
-		// still edits the document read: its stamp is replaced anyway.
+	v.docHeartbeat = parseStamp(k.lastHeartbeat)
+	v.docStamp = k.lastHeartbeat
+	s.agents.put(v)
+	v.LastHeartbeat = v.docHeartbeat
+	applySeen(&v, seen)
+	return v, nil
+}
+
+// applySeen sets v's last heartbeat to the narrow stamp seen when that is
+// newer than the document's (agentseen.go). RecordAgent's splice still
+// edits the document read: its stamp is replaced anyway.
+func applySeen(v *AgentView, seen sql.NullInt64) {
+	// newerSeen(v.docStamp, seen), without parsing the stamp again.
+	if seen.Valid && v.docStamp != "" && (v.docHeartbeat.IsZero() || v.docHeartbeat.UnixMicro() < seen.Int64) {
 		v.LastHeartbeat = time.UnixMicro(seen.Int64).UTC()
 	}
-	return v, nil
 }
 
 // parseStamp reads a stored timestamp as flowstate does; zero when it is
@@ -236,6 +254,13 @@ func (s *sqlStore) RecordAgent(ctx context.Context, seen AgentView, set []KeyVal
 	if seen.id == 0 {
 		return false, errors.New("record agent: the view was not read by AgentOf")
 	}
+	if seen.doc == "" {
+		// A kept view: the splice below needs the document it was read
+		// with.
+		if ok, err := s.agentDocs(ctx, &seen); err != nil || !ok {
+			return false, err
+		}
+	}
 	now := wireTime(s.clock())
 	stamp := now.UTC().Format(proto.TimeLayout)
 	paths := make([][]string, 0, len(set)+2)
@@ -290,6 +315,9 @@ func (s *sqlStore) RecordAgent(ctx context.Context, seen AgentView, set []KeyVal
 		return false, fmt.Errorf("record agent of node %s: %w", seen.UUID, err)
 	}
 	s.wrote(writeRecordAgent)
+	if changed == 1 {
+		s.agents.drop(seen.UUID)
+	}
 	return changed == 1, nil
 }
 

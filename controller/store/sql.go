@@ -42,6 +42,9 @@ type sqlStore struct {
 	wal *walCheckpointer
 	// seen commits narrow heartbeat stamps in groups (seenbatch.go).
 	seen seenBatcher
+	// agents keeps agent views for heartbeats on unchanged nodes
+	// (agentcache.go).
+	agents agentViews
 }
 
 var _ Store = (*sqlStore)(nil)
