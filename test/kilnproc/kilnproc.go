@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -91,27 +92,48 @@ func (l *LogBuffer) Logs() string {
 }
 
 // Start runs `kiln serve --listen <free port> --db db <extra…>` and waits
-// until GET /v1/ answers.
+// until GET /v1/ answers. The port is free when chosen, but another
+// process on the machine may take it before kiln binds it: kiln then
+// exits at once, and Start tries another port (at most startAttempts).
 func Start(t testing.TB, bin, db string, extra ...string) *Proc {
 	t.Helper()
-	return StartAddr(t, bin, db, FreeAddr(t), extra...)
+	for attempt := 1; ; attempt++ {
+		addr := freeAddr(t)
+		p, taken := start(t, nil, http.DefaultClient, bin, db, addr, attempt < startAttempts, extra...)
+		if !taken {
+			return p
+		}
+		t.Logf("kiln could not bind %s, taken meanwhile by another process; trying another port", addr)
+	}
 }
+
+// freeAddr is FreeAddr; tests of Start replace it.
+var freeAddr = FreeAddr
+
+// startAttempts bounds Start's ports: a port taken between FreeAddr and
+// kiln's bind is rare, several in a row would mean something else.
+const startAttempts = 5
 
 // StartAddr is Start on a given address: a controller restarted after a
 // crash keeps the URL its agents were booted with.
 func StartAddr(t testing.TB, bin, db, addr string, extra ...string) *Proc {
 	t.Helper()
-	return start(t, nil, http.DefaultClient, bin, db, addr, extra...)
+	p, _ := start(t, nil, http.DefaultClient, bin, db, addr, false, extra...)
+	return p
 }
 
 // StartIn is StartAddr in the named network namespace (ip netns exec);
 // client must reach addr there (see netnstest.DialContext).
 func StartIn(t testing.TB, netns string, client *http.Client, bin, db, addr string, extra ...string) *Proc {
 	t.Helper()
-	return start(t, []string{"ip", "netns", "exec", netns}, client, bin, db, addr, extra...)
+	p, _ := start(t, []string{"ip", "netns", "exec", netns}, client, bin, db, addr, false, extra...)
+	return p
 }
 
-func start(t testing.TB, wrap []string, ready *http.Client, bin, db, addr string, extra ...string) *Proc {
+// start runs kiln on addr and waits until it answers. When kiln exits at
+// start because addr is in use and mayRetry, start returns nil and true
+// (taken) instead of failing the test.
+func start(t testing.TB, wrap []string, ready *http.Client, bin, db, addr string, mayRetry bool, extra ...string) (*Proc, bool) {
 	t.Helper()
 	p := &Proc{t: t, URL: "http://" + addr, done: make(chan struct{})}
 	if slices.Contains(extra, "--tls-cert") {
@@ -144,20 +166,39 @@ func start(t testing.TB, wrap []string, ready *http.Client, bin, db, addr string
 	for time.Now().Before(deadline) {
 		select {
 		case <-p.done:
+			if mayRetry && strings.Contains(p.Logs(), "address already in use") {
+				return nil, true
+			}
 			t.Fatalf("kiln exited at start:\n%s", p.Logs())
 		default:
 		}
-		resp, err := ready.Get(p.URL + "/v1/")
+		// Each poll is bounded, and ends when kiln does: on a port another
+		// process took, the request may be accepted and never answered.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		go func() {
+			select {
+			case <-p.done:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.URL+"/v1/", nil)
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		resp, err := ready.Do(req)
 		if err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return p
-			}
+		}
+		cancel()
+		if err == nil && resp.StatusCode == 200 {
+			return p, false
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("kiln did not start:\n%s", p.Logs())
-	return nil
+	return nil, false
 }
 
 func tail(s string, n int) string {
