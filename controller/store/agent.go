@@ -35,7 +35,7 @@ type AgentView struct {
 	id           int64
 	rowVersion   int64     // the row's version (RecordSeen applies at it)
 	docHeartbeat time.Time // the document's agent_last_heartbeat, before the narrow stamp
-	docStamp     string    // its text as stored
+	hasDocStamp  bool      // the document holds that key (docHeartbeat may still be zero: unreadable)
 	doc          string    // the stored document read; "" for a kept view (agentcache.go)
 	masked       *string   // its masked copy; nil when the row has none
 }
@@ -124,7 +124,7 @@ func (s *sqlStore) AgentOf(ctx context.Context, ident string) (AgentView, error)
 	}
 	v.Token, v.URL, v.HasURL, v.Version, v.VerifyCA = k.token, k.url, k.hasURL, k.version, k.verifyCA
 	v.docHeartbeat = parseStamp(k.lastHeartbeat)
-	v.docStamp = k.lastHeartbeat
+	v.hasDocStamp = k.lastHeartbeat != ""
 	s.agents.put(v)
 	v.LastHeartbeat = v.docHeartbeat
 	applySeen(&v, seen)
@@ -135,8 +135,8 @@ func (s *sqlStore) AgentOf(ctx context.Context, ident string) (AgentView, error)
 // newer than the document's (agentseen.go). RecordAgent's splice still
 // edits the document read: its stamp is replaced anyway.
 func applySeen(v *AgentView, seen sql.NullInt64) {
-	// newerSeen(v.docStamp, seen), without parsing the stamp again.
-	if seen.Valid && v.docStamp != "" && (v.docHeartbeat.IsZero() || v.docHeartbeat.UnixMicro() < seen.Int64) {
+	// newerSeen on the document's stamp, without parsing it again.
+	if seen.Valid && v.hasDocStamp && (v.docHeartbeat.IsZero() || v.docHeartbeat.UnixMicro() < seen.Int64) {
 		v.LastHeartbeat = time.UnixMicro(seen.Int64).UTC()
 	}
 }
