@@ -82,6 +82,7 @@ func (f *flow) store(ctx context.Context, release bool) error {
 	}
 	me := f.c.cfg.Name
 	began := time.Now()
+	var goOn bool
 	n, err := f.updateWithHistory(ctx, history, func(n *proto.Node) error {
 		for _, p := range pending {
 			if err := decide.Apply(n, p.u, p.at); err != nil && !p.u.Force {
@@ -89,11 +90,14 @@ func (f *flow) store(ctx context.Context, release bool) error {
 			}
 		}
 		guardSecrets(n)
+		goOn = false
 		if release {
 			if n.Reservation == nil || *n.Reservation != me {
 				return errNotHeld
 			}
-			n.Reservation = nil
+			if goOn = f.mayGoOn && heartbeatWaiting(n); !goOn {
+				n.Reservation = nil
+			}
 		}
 		return nil
 	})
@@ -101,6 +105,13 @@ func (f *flow) store(ctx context.Context, release bool) error {
 		return fmt.Errorf("update node %s: %w", f.n.UUID, err)
 	}
 	f.n = n
+	if goOn {
+		// The agent's heartbeat was recorded while this pass held the
+		// node; the pass answers it now, as it already holds the node.
+		f.goOn = true
+		f.c.seenSince(f.n.UUID, began) // the heartbeat's request to be looked at is served
+		return nil
+	}
 	f.released = release
 	if release {
 		f.releaseRead = began
@@ -108,11 +119,30 @@ func (f *flow) store(ctx context.Context, release bool) error {
 	return nil
 }
 
+// A heartbeat that arrives while a pass holds its node — the agent
+// finished the command the pass just sent, and beat at once, as
+// ironic-python-agent does — is recorded by the API, which asks for the
+// node to be looked at again. The pass used to release the node and a
+// worker to reserve it again: two writes behind the store's single
+// writer and a turn in the queue, on the path from the heartbeat to the
+// agent's next command. The write that was to release the node now sees
+// the heartbeat (the API's write makes the held commit read the node
+// again) and keeps the reservation instead; the pass goes on with another
+// round of decisions. Rounds are bounded (maxRounds): a pass still ends
+// and another queued node gets the worker.
+
+// heartbeatWaiting reports whether n holds an agent heartbeat the
+// conductor has not acted on.
+func heartbeatWaiting(n *proto.Node) bool {
+	fs, _ := flowstate.Read(n, flowstate.PartWork)
+	return !fs.HeartbeatPending.IsZero()
+}
+
 // requeue queues a node released with work left, as releaseAndRequeue
 // does: a heartbeat that came while the node was held (its agent finished
 // a command at once) keeps its place ahead.
 func (c *Conductor) requeue(n *proto.Node) {
-	if fs, _ := flowstate.Read(n, flowstate.PartWork); !fs.HeartbeatPending.IsZero() {
+	if heartbeatWaiting(n) {
 		c.NotifyAgent(n.UUID)
 	} else {
 		c.Notify(n.UUID)

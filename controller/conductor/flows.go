@@ -27,12 +27,25 @@ const maxDecisions = 64
 // act decides what the node needs now and does it, until nothing is left;
 // the changes it decided are all stored when it returns (commit.go).
 func (f *flow) act(ctx context.Context) error {
-	err := f.decideAndDo(ctx)
-	if cerr := f.finish(ctx); err == nil {
-		err = cerr
+	for {
+		err := f.decideAndDo(ctx)
+		f.mayGoOn = err == nil && f.rounds < maxRounds && ctx.Err() == nil
+		if cerr := f.finish(ctx); err == nil {
+			err = cerr
+		}
+		if err != nil || !f.goOn {
+			return err
+		}
+		f.goOn = false
+		f.rounds++
+		f.c.waits.rounds.Inc()
 	}
-	return err
 }
+
+// maxRounds bounds the rounds a pass adds for heartbeats that came while
+// it held its node (commit.go), so that an agent answering at once does
+// not keep a worker from the other queued nodes.
+const maxRounds = 4
 
 func (f *flow) decideAndDo(ctx context.Context) error {
 	ifs, err := driver.Resolve(f.n)

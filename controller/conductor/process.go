@@ -100,6 +100,11 @@ type flow struct {
 	// touched: the pass found an event to act on; idle: it found none
 	// (waits.go counts those).
 	touched, idle bool
+	// mayGoOn: the pass may keep its node for another round when the
+	// write that was to release it finds an agent heartbeat waiting;
+	// goOn: it did; rounds: how many it added (commit.go).
+	mayGoOn, goOn bool
+	rounds        int
 }
 
 // update applies fn to the stored node (read-modify-write, so fields the API

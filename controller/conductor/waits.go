@@ -20,6 +20,7 @@ type waits struct {
 	hbCommand prometheus.Histogram
 	conflicts prometheus.Counter
 	idle      prometheus.Counter
+	rounds    prometheus.Counter
 }
 
 // waitBuckets span 1 ms to about 66 s.
@@ -40,13 +41,15 @@ func newWaits() *waits {
 			Help: "Reservation attempts that found the node held by someone else."}),
 		idle: prometheus.NewCounter(prometheus.CounterOpts{Name: "kiln_conductor_idle_passes_total",
 			Help: "Passes that reserved a node and found nothing to do."}),
+		rounds: prometheus.NewCounter(prometheus.CounterOpts{Name: "kiln_conductor_pass_rounds_total",
+			Help: "Rounds passes added for agent heartbeats recorded while they held their node."}),
 	}
 }
 
 // Collectors are the conductor's metrics, for a Prometheus registry.
 func (c *Conductor) Collectors() []prometheus.Collector {
 	w := c.waits
-	return []prometheus.Collector{w.queue, w.reserve, w.pass, w.command, w.hbCommand, w.conflicts, w.idle}
+	return []prometheus.Collector{w.queue, w.reserve, w.pass, w.command, w.hbCommand, w.conflicts, w.idle, w.rounds}
 }
 
 // queued notes a node taken from lane l, queued since at.

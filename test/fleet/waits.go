@@ -32,6 +32,7 @@ var waitMetrics = []struct{ name, metric, lane string }{
 var waitCounters = []struct{ name, metric, kind string }{
 	{"reserve conflicts", "kiln_conductor_reserve_conflicts_total", ""},
 	{"idle passes", "kiln_conductor_idle_passes_total", ""},
+	{"added rounds", "kiln_conductor_pass_rounds_total", ""},
 }
 
 // writeKinds are the store's write kinds (kiln_store_writes_total) a
