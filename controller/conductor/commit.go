@@ -95,7 +95,7 @@ func (f *flow) store(ctx context.Context, release bool) error {
 			if n.Reservation == nil || *n.Reservation != me {
 				return errNotHeld
 			}
-			if goOn = f.mayGoOn && heartbeatWaiting(n); !goOn {
+			if goOn = f.mayGoOn && heartbeatWaiting(n) && hasWork(n); !goOn {
 				n.Reservation = nil
 			}
 		}

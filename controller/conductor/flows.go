@@ -29,7 +29,9 @@ const maxDecisions = 64
 func (f *flow) act(ctx context.Context) error {
 	for {
 		err := f.decideAndDo(ctx)
-		f.mayGoOn = err == nil && f.rounds < maxRounds && ctx.Err() == nil
+		// A round that found nothing to act on ends the pass, whatever
+		// the node says.
+		f.mayGoOn = err == nil && f.acted && f.rounds < maxRounds && ctx.Err() == nil
 		if cerr := f.finish(ctx); err == nil {
 			err = cerr
 		}
@@ -54,6 +56,7 @@ func (f *flow) decideAndDo(ctx context.Context) error {
 		return err
 	}
 	f.ifs = ifs
+	f.acted = false
 	var ev decide.Event
 	for range maxDecisions {
 		fs, err := flowstate.Of(f.n)
@@ -67,7 +70,7 @@ func (f *flow) decideAndDo(ctx context.Context) error {
 				f.idle = !f.touched
 				return nil
 			}
-			f.touched = true
+			f.touched, f.acted = true, true
 			if _, ok := ev.(decide.OperatorRequest); ok {
 				f.c.log.Info("starting flow", "node", f.n.UUID, "verb", fs.Request.Verb, "state", f.n.ProvisionState)
 			}

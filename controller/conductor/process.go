@@ -102,9 +102,10 @@ type flow struct {
 	touched, idle bool
 	// mayGoOn: the pass may keep its node for another round when the
 	// write that was to release it finds an agent heartbeat waiting;
-	// goOn: it did; rounds: how many it added (commit.go).
-	mayGoOn, goOn bool
-	rounds        int
+	// goOn: it did; rounds: how many it added; acted: the round found
+	// an event to act on (commit.go).
+	mayGoOn, goOn, acted bool
+	rounds               int
 }
 
 // update applies fn to the stored node (read-modify-write, so fields the API
