@@ -130,6 +130,10 @@ func (s *Server) recordHeartbeat(ctx context.Context, ident string, v store.Agen
 	if err != nil || len(set) == 0 {
 		return false, err
 	}
+	if act {
+		// The agent waits for its next command (store.Urgent).
+		ctx = store.Urgent(ctx)
+	}
 	var ok bool
 	if narrowHeartbeat(v, hb, set, act, now) {
 		ok, err = s.store.RecordSeen(ctx, v, now)

@@ -196,6 +196,9 @@ type racingStore struct {
 	between func()
 	records int // RecordAgent and RecordSeen calls
 	narrow  int // RecordSeen calls
+	// urgent notes, for each of those calls, whether its writes went
+	// ahead of bulk work (store.Urgent).
+	urgent []bool
 }
 
 func (r *racingStore) AgentOf(ctx context.Context, ident string) (store.AgentView, error) {
@@ -208,12 +211,14 @@ func (r *racingStore) AgentOf(ctx context.Context, ident string) (store.AgentVie
 
 func (r *racingStore) RecordAgent(ctx context.Context, seen store.AgentView, set []store.KeyValue, touch bool) (bool, error) {
 	r.records++
+	r.urgent = append(r.urgent, store.IsUrgent(ctx))
 	return r.Store.RecordAgent(ctx, seen, set, touch)
 }
 
 func (r *racingStore) RecordSeen(ctx context.Context, seen store.AgentView, at time.Time) (bool, error) {
 	r.records++
 	r.narrow++
+	r.urgent = append(r.urgent, store.IsUrgent(ctx))
 	return r.Store.RecordSeen(ctx, seen, at)
 }
 
@@ -252,6 +257,26 @@ func TestRecordHeartbeat(t *testing.T) {
 		after, _ := rs.GetNode(ctx, uuid)
 		if rs.records != 0 || !sameTime(after.UpdatedAt, before.UpdatedAt) || len(after.DriverInternalInfo) != 1 {
 			t.Errorf("an ignored heartbeat wrote: %d writes, updated_at %v → %v, %v", rs.records, before.UpdatedAt, after.UpdatedAt, after.DriverInternalInfo)
+		}
+	})
+	t.Run("only a heartbeat to act on writes ahead", func(t *testing.T) {
+		// In maintenance the conductor does not act: nobody waits on
+		// the write. Out of it, the agent waits for its next command.
+		s, rs, uuid := setup(t, proto.StateDeployWait)
+		if _, err := rs.Store.UpdateNode(ctx, uuid, func(n *proto.Node) error { n.Maintenance = true; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if act, err := heartbeat(t, s, rs, uuid); err != nil || act {
+			t.Fatalf("in maintenance: act %v err %v", act, err)
+		}
+		if _, err := rs.Store.UpdateNode(ctx, uuid, func(n *proto.Node) error { n.Maintenance = false; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if act, err := heartbeat(t, s, rs, uuid); err != nil || !act {
+			t.Fatalf("out of maintenance: act %v err %v", act, err)
+		}
+		if want := []bool{false, true}; !slices.Equal(rs.urgent, want) {
+			t.Errorf("writes urgent %v, want %v", rs.urgent, want)
 		}
 	})
 	t.Run("repeated heartbeat in maintenance writes once", func(t *testing.T) {

@@ -26,7 +26,7 @@ func TestABusyNodeIsQueuedAgainWhenItsPassEnds(t *testing.T) {
 	c := New(Config{Name: "c1"})
 	c.Notify("node-a")
 	c.Notify("node-b")
-	if u, ok := c.next(ctx); !ok || u != "node-a" {
+	if u, _, ok := c.next(ctx); !ok || u != "node-a" {
 		t.Fatalf("next = %q, %v; want node-a", u, ok)
 	}
 	// While node-a's pass runs: its request, then its agent's heartbeat.
@@ -42,7 +42,7 @@ func TestABusyNodeIsQueuedAgainWhenItsPassEnds(t *testing.T) {
 	}
 	// A pass nobody asked for again queues nothing.
 	c.Notify("node-c")
-	if u, _ := c.next(ctx); u != "node-c" {
+	if u, _, _ := c.next(ctx); u != "node-c" {
 		t.Fatalf("next = %q, want node-c", u)
 	}
 	c.done("node-c")
@@ -110,7 +110,7 @@ func TestAHeartbeatDuringThePassCostsNoFailedReservation(t *testing.T) {
 	agent.c = c
 
 	c.NotifyAgent(uuid)
-	u, ok := c.next(ctx)
+	u, _, ok := c.next(ctx)
 	if !ok || u != uuid {
 		t.Fatalf("next = %q, %v; want the node", u, ok)
 	}
@@ -207,12 +207,12 @@ func TestAScanSkipsNodesPassedSinceItRead(t *testing.T) {
 	c := New(Config{Name: "c1"})
 	before := time.Now().Add(-time.Millisecond) // when the scan began reading
 	c.Notify("passed")
-	if u, _ := c.next(ctx); u != "passed" {
+	if u, _, _ := c.next(ctx); u != "passed" {
 		t.Fatalf("next = %q, want passed", u)
 	}
 	c.done("passed") // ended after the scan began reading
 	c.Notify("held")
-	if u, _ := c.next(ctx); u != "held" {
+	if u, _, _ := c.next(ctx); u != "held" {
 		t.Fatalf("next = %q, want held", u)
 	}
 	for _, u := range []string{"passed", "held", "fresh"} {
@@ -251,7 +251,7 @@ func TestARequestThePassConsumedQueuesNothingMore(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Notify(uuid)
-	if u, _ := c.next(ctx); u != uuid {
+	if u, _, _ := c.next(ctx); u != uuid {
 		t.Fatalf("next = %q, want the node", u)
 	}
 	c.Notify(uuid) // the API's wake-up for the power request, the node held
@@ -270,7 +270,7 @@ func TestARequestThePassConsumedQueuesNothingMore(t *testing.T) {
 
 	// Work recorded after the pass's last read: queued again.
 	c.Notify(uuid)
-	if u, _ := c.next(ctx); u != uuid {
+	if u, _, _ := c.next(ctx); u != uuid {
 		t.Fatalf("next = %q, want the node", u)
 	}
 	c.process(ctx, uuid)

@@ -13,6 +13,7 @@ import (
 	"github.com/kilnhq/kiln/controller/driver"
 	"github.com/kilnhq/kiln/controller/flowstate"
 	"github.com/kilnhq/kiln/controller/state"
+	"github.com/kilnhq/kiln/controller/store"
 	"github.com/kilnhq/kiln/proto"
 )
 
@@ -39,6 +40,8 @@ func (f *flow) act(ctx context.Context) error {
 			return err
 		}
 		f.goOn = false
+		// The round answers an agent's heartbeat (see worker).
+		ctx = store.Urgent(ctx)
 		f.rounds++
 		f.c.waits.rounds.Inc()
 	}

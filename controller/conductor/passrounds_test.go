@@ -74,7 +74,7 @@ func runInstantClean(t *testing.T, k int) (*Conductor, *countingStore, *instantA
 	agent.c = c
 
 	c.NotifyAgent(uuid)
-	if u, ok := c.next(ctx); !ok || u != uuid {
+	if u, _, ok := c.next(ctx); !ok || u != uuid {
 		t.Fatalf("next = %q, %v; want the node", u, ok)
 	}
 	c.process(ctx, uuid)

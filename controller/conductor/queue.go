@@ -3,6 +3,8 @@ package conductor
 import (
 	"context"
 	"time"
+
+	"github.com/kilnhq/kiln/controller/store"
 )
 
 // lane is where a node waits to be looked at.
@@ -86,9 +88,9 @@ func (c *Conductor) enqueue(uuid string, l lane) {
 	}
 }
 
-// next returns the next node to look at: agents first, then other work.
-// false when ctx ends.
-func (c *Conductor) next(ctx context.Context) (string, bool) {
+// next returns the next node to look at, agents first, then other work,
+// with the lane it came from; false when ctx ends.
+func (c *Conductor) next(ctx context.Context) (string, lane, bool) {
 	for {
 		var uuid string
 		var from lane
@@ -98,7 +100,7 @@ func (c *Conductor) next(ctx context.Context) (string, bool) {
 		default:
 			select {
 			case <-ctx.Done():
-				return "", false
+				return "", laneNone, false
 			case uuid = <-c.agents:
 				from = laneAgent
 			case uuid = <-c.queue:
@@ -119,17 +121,17 @@ func (c *Conductor) next(ctx context.Context) (string, bool) {
 		delete(c.queuedAt, uuid)
 		c.mu.Unlock()
 		c.waits.queued(from, at)
-		return uuid, true
+		return uuid, from, true
 	}
 }
 
 // nextAgent is next for the agent lane alone.
-func (c *Conductor) nextAgent(ctx context.Context) (string, bool) {
+func (c *Conductor) nextAgent(ctx context.Context) (string, lane, bool) {
 	for {
 		var uuid string
 		select {
 		case <-ctx.Done():
-			return "", false
+			return "", laneNone, false
 		case uuid = <-c.agents:
 		}
 		c.mu.Lock()
@@ -143,7 +145,7 @@ func (c *Conductor) nextAgent(ctx context.Context) (string, bool) {
 		delete(c.queuedAt, uuid)
 		c.mu.Unlock()
 		c.waits.queued(laneAgent, at)
-		return uuid, true
+		return uuid, laneAgent, true
 	}
 }
 
@@ -210,14 +212,21 @@ func (c *Conductor) done(uuid string) {
 	}
 }
 
-// worker acts on the nodes next gives it.
-func (c *Conductor) worker(ctx context.Context, next func(context.Context) (string, bool)) {
+// worker acts on the nodes next gives it. A pass for an agent that
+// heartbeated writes ahead of bulk work (store.Urgent): the agent idles
+// until the pass sends its next command.
+func (c *Conductor) worker(ctx context.Context, next func(context.Context) (string, lane, bool)) {
+	urgent := store.Urgent(ctx)
 	for {
-		uuid, ok := next(ctx)
+		uuid, from, ok := next(ctx)
 		if !ok {
 			return
 		}
-		c.process(ctx, uuid)
+		if from == laneAgent {
+			c.process(urgent, uuid)
+		} else {
+			c.process(ctx, uuid)
+		}
 		c.done(uuid)
 	}
 }

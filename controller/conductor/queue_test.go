@@ -17,7 +17,7 @@ func drain(c *Conductor) []string {
 	defer cancel()
 	var got []string
 	for len(c.agents)+len(c.queue) > 0 {
-		u, ok := c.next(ctx)
+		u, _, ok := c.next(ctx)
 		if !ok {
 			break
 		}

@@ -30,7 +30,7 @@ func TestQueueWaitsAreMeasuredPerLane(t *testing.T) {
 	c.Notify("node-b")
 	c.NotifyAgent("node-b") // moved ahead: its wait is the agent lane's
 	for range 2 {
-		u, _ := c.next(ctx)
+		u, _, _ := c.next(ctx)
 		c.done(u)
 	}
 	if n := observations(t, c.waits.queue.WithLabelValues("agent")); n != 1 {

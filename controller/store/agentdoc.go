@@ -153,11 +153,15 @@ func (s *sqlStore) execWrite(ctx context.Context, query string, args ...any) (in
 			r   sql.Result
 			err error
 		)
+		if err = s.enterWriter(ctx); err != nil {
+			return 0, err
+		}
 		if st != nil {
 			r, err = st.ExecContext(ctx, args...)
 		} else {
 			r, err = s.exec(ctx, s.wdb, query, args...)
 		}
+		s.leaveWriter()
 		if err == nil {
 			s.writes.all.Add(1)
 			if s.wal != nil {

@@ -26,7 +26,10 @@ type sqlStore struct {
 	// stmts keeps rdb's queries prepared (SQLite); nil: none kept.
 	stmts *stmtCache
 	// wstmts keeps hot writes prepared on wdb (SQLite); nil: none kept.
-	wstmts    *stmtCache
+	wstmts *stmtCache
+	// gate queues writes for wdb's one connection (SQLite,
+	// writegate.go); nil: the pool is left to share out its connections.
+	gate      *writeGate
 	deadAfter time.Duration
 	clock     func() time.Time
 	// writes counts committed writes (writecount.go).
@@ -168,6 +171,10 @@ func (s *sqlStore) writeTx(ctx context.Context, fn func(tx *sql.Tx) error) error
 }
 
 func (s *sqlStore) tryTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	if err := s.enterWriter(ctx); err != nil {
+		return fmt.Errorf("begin transaction: %w", err)
+	}
+	defer s.leaveWriter()
 	tx, err := s.wdb.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin transaction: %w", err)
@@ -184,6 +191,21 @@ func (s *sqlStore) tryTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 		s.wal.committed()
 	}
 	return nil
+}
+
+// enterWriter waits for the store's turn to write (writegate.go);
+// leaveWriter ends it.
+func (s *sqlStore) enterWriter(ctx context.Context) error {
+	if s.gate == nil {
+		return nil
+	}
+	return s.gate.acquire(ctx)
+}
+
+func (s *sqlStore) leaveWriter() {
+	if s.gate != nil {
+		s.gate.release()
+	}
 }
 
 // mapWriteError turns constraint violations into the Store's errors.

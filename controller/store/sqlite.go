@@ -160,5 +160,5 @@ func openSQLite(ctx context.Context, path string, opts Options) (Store, error) {
 	}
 	wal := newWALCheckpointer(c)
 	wal.start()
-	return &sqlStore{d: sqliteDialect, rdb: r, wdb: w, stmts: newStmtCache(r), wstmts: newStmtCache(w), deadAfter: opts.DeadAfter, clock: opts.Now, wal: wal}, nil
+	return &sqlStore{d: sqliteDialect, rdb: r, wdb: w, stmts: newStmtCache(r), wstmts: newStmtCache(w), gate: &writeGate{}, deadAfter: opts.DeadAfter, clock: opts.Now, wal: wal}, nil
 }
