@@ -53,18 +53,15 @@ func cleanSteps(k int) []proto.StepCall {
 	return steps
 }
 
-// runInstantClean runs one pass over a node in clean wait whose agent
-// finished the first of k steps, with an agent that finishes the others
-// at once.
-func runInstantClean(t *testing.T, k int) (*Conductor, *countingStore, *instantAgent, *proto.Node) {
+// instantClean puts node uuid in clean wait, its agent done with the
+// first of k steps and finishing the others at once, under a conductor
+// over st, a store that writes to base.
+func instantClean(t *testing.T, base, st store.Store, uuid string, k int) (*Conductor, *instantAgent) {
 	t.Helper()
-	ctx := context.Background()
-	st := openCountingStore(t)
 	steps := cleanSteps(k)
-	uuid := "7b2e4f10-3c5d-4e6f-8a9b-0c1d2e3f4a5b"
-	cleanWaitNode(t, st.Store, uuid, steps, time.Now().UTC().Add(-time.Second))
+	cleanWaitNode(t, base, uuid, steps, time.Now().UTC().Add(-time.Second))
 	first, _ := json.Marshal(proto.ExecuteStepResult{Kind: proto.StepClean, Step: steps[0]})
-	agent := &instantAgent{st: st.Store, uuid: uuid}
+	agent := &instantAgent{st: base, uuid: uuid}
 	agent.cmds = []proto.CommandResult{
 		{CommandName: "get_clean_steps", CommandStatus: proto.CommandSucceeded},
 		{CommandName: "execute_clean_step", CommandStatus: proto.CommandSucceeded, CommandResult: first},
@@ -72,6 +69,18 @@ func runInstantClean(t *testing.T, k int) (*Conductor, *countingStore, *instantA
 	c := New(Config{Store: st, Agent: agent, Name: "c1"})
 	t.Cleanup(c.stopWakes)
 	agent.c = c
+	return c, agent
+}
+
+// runInstantClean runs one pass over a node in clean wait whose agent
+// finished the first of k steps, with an agent that finishes the others
+// at once.
+func runInstantClean(t *testing.T, k int) (*Conductor, *countingStore, *instantAgent, *proto.Node) {
+	t.Helper()
+	ctx := context.Background()
+	st := openCountingStore(t)
+	uuid := "7b2e4f10-3c5d-4e6f-8a9b-0c1d2e3f4a5b"
+	c, agent := instantClean(t, st.Store, st, uuid, k)
 
 	c.NotifyAgent(uuid)
 	if u, _, ok := c.next(ctx); !ok || u != uuid {

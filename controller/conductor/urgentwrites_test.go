@@ -2,11 +2,9 @@ package conductor
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/kilnhq/kiln/controller/store"
 	"github.com/kilnhq/kiln/proto"
@@ -45,18 +43,8 @@ func passFromLane(t *testing.T, l lane) []bool {
 	ctx := context.Background()
 	base := openCountingStore(t).Store
 	st := &urgencyStore{Store: base}
-	steps := cleanSteps(3)
-	uuid := "0d9c8b7a-6f5e-4d3c-9b2a-1f0e9d8c7b6a"
-	cleanWaitNode(t, base, uuid, steps, time.Now().UTC().Add(-time.Second))
-	first, _ := json.Marshal(proto.ExecuteStepResult{Kind: proto.StepClean, Step: steps[0]})
-	agent := &instantAgent{st: base, uuid: uuid}
-	agent.cmds = []proto.CommandResult{
-		{CommandName: "get_clean_steps", CommandStatus: proto.CommandSucceeded},
-		{CommandName: "execute_clean_step", CommandStatus: proto.CommandSucceeded, CommandResult: first},
-	}
-	c := New(Config{Store: st, Agent: agent, Name: "c1"})
-	t.Cleanup(c.stopWakes)
-	agent.c = c
+	c, agent := instantClean(t, base, st, "0d9c8b7a-6f5e-4d3c-9b2a-1f0e9d8c7b6a", 3)
+	uuid := agent.uuid
 	if l == laneAgent {
 		c.NotifyAgent(uuid)
 	} else {
