@@ -8,11 +8,12 @@ import (
 
 // SQLite has one writer: the store keeps one connection for writes, and
 // every write waits for it. database/sql hands a freed connection to a
-// random waiter (connRequestSet.TakeRandom), so with thirty-odd passes
-// and API handlers waiting, a write's wait had no bound but luck: in a
-// 10,000-machine fleet the waits for the writer were what the tail of an
-// agent's heartbeat-to-next-command delay was made of. writeGate queues
-// the writes in front of the connection instead, first come first
+// random waiter (connRequestSet.TakeRandom), so with forty conductor
+// workers and the API's handlers waiting, a write's wait had no bound but
+// luck: in a 10,000-machine fleet those waits were most of an agent's
+// median heartbeat-to-next-command delay and a fifth of its p99
+// (docs/bench-fleet.md, "SQLite's writer, served in order"). writeGate
+// queues the writes in front of the connection instead, first come first
 // served, and lets a write on an agent's path (Urgent) go ahead of bulk
 // work, which does not wait on anyone: a provide of thousands of nodes
 // takes as long either way, while each agent idles until its next
