@@ -13,6 +13,17 @@ import (
 	"testing"
 )
 
+// awaitWaiting returns once n writes wait at g. It spins rather than
+// sleeps: nothing but the goroutines under test can change the count.
+func awaitWaiting(g *writeGate, n int) {
+	for {
+		if u, o := g.waiters(); u+o == n {
+			return
+		}
+		runtime.Gosched()
+	}
+}
+
 // queueWaiter starts a goroutine that waits for g under a context marked
 // urgent or not and sends name on got once it holds the gate; it returns
 // once the waiter is queued, so that arrivals are in the order of calls.
@@ -30,13 +41,7 @@ func queueWaiter(t *testing.T, g *writeGate, name string, got chan<- string) {
 		}
 		got <- name
 	}()
-	for {
-		u, o := g.waiters()
-		if u+o == u0+o0+1 {
-			return
-		}
-		runtime.Gosched()
-	}
+	awaitWaiting(g, u0+o0+1)
 }
 
 // The order the gate admits waiting writes in: urgent ones first, each
@@ -132,12 +137,7 @@ func TestWriteGateCancelledWaiterLeaves(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error)
 	go func() { errc <- g.acquire(ctx) }()
-	for {
-		if _, o := g.waiters(); o == 2 {
-			break
-		}
-		runtime.Gosched()
-	}
+	awaitWaiting(g, 2)
 	queueWaiter(t, g, "o3", got)
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
@@ -171,12 +171,7 @@ func TestWriteGateHandOverRacingACancel(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		errc := make(chan error)
 		go func() { errc <- g.acquire(ctx) }()
-		for {
-			if _, o := g.waiters(); o == 1 {
-				break
-			}
-			runtime.Gosched()
-		}
+		awaitWaiting(g, 1)
 		go cancel()
 		g.release()
 		if err := <-errc; err == nil {
@@ -246,12 +241,7 @@ func TestSQLiteWritesWaitInTheGate(t *testing.T) {
 				t.Errorf("%s: %v", name, err)
 			}
 		})
-		for {
-			if u, o := s.gate.waiters(); u+o == u0+o0+1 {
-				return
-			}
-			runtime.Gosched()
-		}
+		awaitWaiting(s.gate, u0+o0+1)
 	}
 	write("o1", false)
 	write("o2", true)
