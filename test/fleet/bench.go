@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -69,8 +70,10 @@ type Phase struct {
 	Reached, Failed, Stuck, Lost int
 	// Errors are some failed nodes' last_error.
 	Errors []string
-	// Latency is heartbeat-to-next-command during the phase.
-	Latency Summary
+	// Latency is heartbeat-to-next-command during the phase;
+	// ByCommand the same per command that ended the wait.
+	Latency   Summary
+	ByCommand map[string]Summary
 	// Waits are the conductors' own measures of the phase (waits.go).
 	Waits Waits
 	// CPU is the CPU time the controllers used during the phase (those
@@ -491,6 +494,7 @@ func (r *benchRun) phase(ctx context.Context, name, verb, target string, uuids [
 	ph.CPU = max(r.cpu()-cpu0, 0) // a controller killed during the phase takes its share along
 	ph.Reached = len(reached)
 	ph.Latency = r.fleet.Latencies().Phase(name)
+	ph.ByCommand = r.fleet.Latencies().ByCommand(name)
 	ph.Waits = phaseWaits(waits0, r.snapshots())
 	r.log("%s: %d %s, %d failed, %d stuck, %d lost in %s", name, ph.Reached, target, ph.Failed, ph.Stuck, ph.Lost, ph.Wall.Round(time.Millisecond))
 	return reached, ph
@@ -612,6 +616,17 @@ func (res *Result) Print(w io.Writer) {
 		fmt.Fprintf(w, "enroll → active: %s, %d of %d nodes active\n", res.Total.Round(time.Millisecond), res.Active, res.N)
 	}
 	fmt.Fprintf(w, "heartbeat → next command: p50 %s, p99 %s, max %s (%d samples)\n", ms(res.Latency.P50), ms(res.Latency.P99), ms(res.Latency.Max), res.Latency.Count)
+	for _, p := range res.Phases {
+		if len(p.ByCommand) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "%-8s by command (p50/p99, count):", p.Name)
+		for _, cmd := range slices.Sorted(maps.Keys(p.ByCommand)) {
+			c := p.ByCommand[cmd]
+			fmt.Fprintf(w, " %s %s/%s (%d);", cmd, ms(c.P50), ms(c.P99), c.Count)
+		}
+		fmt.Fprintln(w)
+	}
 	names := make([]string, 0, len(res.PeakRSS))
 	for n := range res.PeakRSS {
 		names = append(names, n)

@@ -12,9 +12,12 @@
 package fleet
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -202,9 +205,31 @@ func (f *Fleet) serveAgent(w http.ResponseWriter, r *http.Request) {
 		panic(http.ErrAbortHandler)
 	}
 	if r.Method == http.MethodPost && (r.URL.Path == "/v1/commands" || r.URL.Path == "/v1/commands/") {
-		m.commandArrived(time.Now())
+		at := time.Now()
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxCommandBody))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		m.commandArrived(at, commandName(body))
 	}
 	a.ServeHTTP(w, r)
+}
+
+// maxCommandBody bounds what the fleet reads of a command: as much as
+// the agent itself reads.
+const maxCommandBody = 64 << 20
+
+// commandName is the name an agent command request carries, or "?".
+func commandName(body []byte) string {
+	var c struct {
+		Name string `json:"name"`
+	}
+	if json.Unmarshal(body, &c) != nil || c.Name == "" {
+		return "?"
+	}
+	return c.Name
 }
 
 // Machine is what an operator enrolls for machine i.

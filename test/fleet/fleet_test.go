@@ -2,6 +2,8 @@ package fleet
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -104,8 +106,22 @@ func checkRun(t *testing.T, res *Result, n int) {
 	// The agent ran for inspection, cleaning and deployment; every command
 	// the controller sent followed a heartbeat of that agent.
 	for _, name := range []string{"provide", "deploy"} {
-		if p := res.Phases[slicesIndex(want, name)]; p.Latency.Count < n {
+		p := res.Phases[slicesIndex(want, name)]
+		if p.Latency.Count < n {
 			t.Errorf("%s: %d heartbeat→command samples for %d nodes", name, p.Latency.Count, n)
+		}
+		// Each sample is counted once more under its command: in this
+		// phase the agent runs steps of its kind, each a real command.
+		sum := 0
+		for cmd, c := range p.ByCommand {
+			sum += c.Count
+			if cmd == "?" || c.P50 > c.P99 {
+				t.Errorf("%s: command %q: %+v", name, cmd, c)
+			}
+		}
+		kind := map[string]string{"provide": "clean.", "deploy": "deploy."}[name]
+		if sum != p.Latency.Count || !slices.ContainsFunc(slices.Collect(maps.Keys(p.ByCommand)), func(c string) bool { return strings.HasPrefix(c, kind) }) {
+			t.Errorf("%s: by command %v, %d samples in all", name, p.ByCommand, p.Latency.Count)
 		}
 	}
 	if res.Latency.P99 <= 0 || res.Latency.P50 > res.Latency.P99 {

@@ -7,15 +7,19 @@ import (
 )
 
 // Latencies collects heartbeat-to-next-command delays, grouped by the phase
-// current when each was measured.
+// current when each was measured and, within it, by the command that
+// ended the wait (a phase's tail is usually one command's).
 type Latencies struct {
-	mu      sync.Mutex
-	phase   string
-	byPhase map[string][]time.Duration
-	order   []string
+	mu        sync.Mutex
+	phase     string
+	byPhase   map[string][]time.Duration
+	byCommand map[string]map[string][]time.Duration // phase → command
+	order     []string
 }
 
-func newLatencies() *Latencies { return &Latencies{byPhase: map[string][]time.Duration{}} }
+func newLatencies() *Latencies {
+	return &Latencies{byPhase: map[string][]time.Duration{}, byCommand: map[string]map[string][]time.Duration{}}
+}
 
 // SetPhase names the phase later measurements belong to.
 func (l *Latencies) SetPhase(name string) {
@@ -24,14 +28,17 @@ func (l *Latencies) SetPhase(name string) {
 	l.phase = name
 }
 
-// Add records one delay.
-func (l *Latencies) Add(d time.Duration) {
+// Add records one delay, which ended with command (the agent command's
+// name, such as "deploy.execute_deploy_step").
+func (l *Latencies) Add(d time.Duration, command string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if _, ok := l.byPhase[l.phase]; !ok {
 		l.order = append(l.order, l.phase)
+		l.byCommand[l.phase] = map[string][]time.Duration{}
 	}
 	l.byPhase[l.phase] = append(l.byPhase[l.phase], d)
+	l.byCommand[l.phase][command] = append(l.byCommand[l.phase][command], d)
 }
 
 // Summary is the distribution of some delays.
@@ -46,6 +53,17 @@ func (l *Latencies) Phase(name string) Summary {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return summarize(l.byPhase[name])
+}
+
+// ByCommand summarizes one phase's delays per command.
+func (l *Latencies) ByCommand(phase string) map[string]Summary {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string]Summary, len(l.byCommand[phase]))
+	for cmd, ds := range l.byCommand[phase] {
+		out[cmd] = summarize(ds)
+	}
+	return out
 }
 
 // All summarizes every delay measured.

@@ -228,13 +228,13 @@ func (m *machine) heartbeatSent(at time.Time) {
 
 // commandArrived records the delay from the last heartbeat to a command
 // the controller sent, once per heartbeat.
-func (m *machine) commandArrived(at time.Time) {
+func (m *machine) commandArrived(at time.Time, command string) {
 	m.mu.Lock()
 	beat, pending := m.lastBeat, m.pending
 	m.pending = false
 	m.mu.Unlock()
 	if pending {
-		m.f.lat.Add(at.Sub(beat))
+		m.f.lat.Add(at.Sub(beat), command)
 	}
 }
 
