@@ -70,6 +70,10 @@ type Agent struct {
 	// VerifyCA is the agent_verify_ca PEM; when set the agent is trusted only
 	// if its certificate chains to it.
 	VerifyCA string
+	// Heartbeats, when set, signals the agent's heartbeats. An agent
+	// heartbeats as soon as an asynchronous command ends, so WaitCommand
+	// looks at the command then rather than at its next pause.
+	Heartbeats <-chan struct{}
 }
 
 // Client talks to agents. It is safe for concurrent use; one per controller.
@@ -77,6 +81,9 @@ type Client struct {
 	opts  Options
 	plain *http.Client
 	log   *slog.Logger
+
+	// firstPoll is WaitCommand's first pause (tests lengthen it).
+	firstPoll time.Duration
 
 	mu  sync.Mutex
 	tls map[[32]byte]*http.Client // by sha256 of the PEM
@@ -111,7 +118,7 @@ func New(opts Options) *Client {
 		tr.MaxIdleConns = 4096
 		plain = &http.Client{Transport: tr}
 	}
-	return &Client{opts: opts, plain: plain, log: log, tls: map[[32]byte]*http.Client{}}
+	return &Client{opts: opts, plain: plain, log: log, firstPoll: firstPoll, tls: map[[32]byte]*http.Client{}}
 }
 
 // ---------------------------------------------------------------------------

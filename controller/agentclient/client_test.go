@@ -762,8 +762,92 @@ func TestPollWait(t *testing.T) {
 		{0, 5 * time.Millisecond, 5 * time.Millisecond},
 		{70, time.Hour, time.Hour}, // no shift overflow
 	} {
-		if got := pollWait(tc.n, tc.interval); got != tc.want {
+		if got := pollWait(tc.n, firstPoll, tc.interval); got != tc.want {
 			t.Errorf("pollWait(%d, %v) = %v, want %v", tc.n, tc.interval, got, tc.want)
 		}
 	}
+}
+
+func TestWaitCommandLooksOnHeartbeat(t *testing.T) {
+	running := proto.CommandResult{ID: "bl", CommandName: "install_bootloader", CommandStatus: proto.CommandRunning}
+	done := proto.CommandResult{ID: "bl", CommandName: "install_bootloader", CommandStatus: proto.CommandSucceeded}
+	// stub answers the POST RUNNING, then the polls from script (the
+	// last answer repeats); after each poll it heartbeats if beat says so.
+	stub := func(beats chan struct{}, beat bool, script ...proto.CommandResult) (*stubAgent, *atomic.Int32) {
+		var polls atomic.Int32
+		st := newStub(t, func(r *http.Request, s seen) (int, any) {
+			if r.Method == "POST" {
+				return 200, running
+			}
+			i := int(polls.Add(1)) - 1
+			if beat {
+				select {
+				case beats <- struct{}{}:
+				default:
+				}
+			}
+			return 200, script[min(i, len(script)-1)]
+		})
+		return st, &polls
+	}
+	// Pauses of an hour: only a heartbeat can end the wait in time; the
+	// deadline is a safety net, not the measure.
+	slow := func(attempts int) *Client {
+		c := New(Options{Timeout: 5 * time.Second, PollInterval: time.Hour, PollAttempts: attempts})
+		c.firstPoll = time.Hour
+		return c
+	}
+	safety := func() context.Context {
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		t.Cleanup(cancel)
+		return ctx
+	}
+
+	t.Run("the agent's heartbeat after the command ends", func(t *testing.T) {
+		beats := make(chan struct{}, 1)
+		st, polls := stub(beats, false, done)
+		a := st.agent()
+		a.Heartbeats = beats
+		beats <- struct{}{} // the agent ended the command and heartbeated at once
+		res, err := slow(1).InstallBootloader(safety(), a, proto.InstallBootloaderParams{RootUUID: "r"})
+		if err != nil || res.CommandStatus != proto.CommandSucceeded || polls.Load() != 1 {
+			t.Errorf("res %+v err %v after %d polls, want SUCCEEDED after the one poll the heartbeat asked for", res, err, polls.Load())
+		}
+	})
+
+	t.Run("a heartbeat's poll is not an attempt", func(t *testing.T) {
+		beats := make(chan struct{}, 1)
+		st, polls := stub(beats, false, running, done)
+		a := st.agent()
+		a.Heartbeats = beats
+		beats <- struct{}{} // a periodic heartbeat: the command still runs
+		c := New(Options{Timeout: 5 * time.Second, PollInterval: time.Millisecond, PollAttempts: 1})
+		res, err := c.InstallBootloader(safety(), a, proto.InstallBootloaderParams{RootUUID: "r"})
+		if err != nil || res.CommandStatus != proto.CommandSucceeded || polls.Load() != 2 {
+			t.Errorf("res %+v err %v after %d polls, want SUCCEEDED at the one timed poll after the heartbeat's", res, err, polls.Load())
+		}
+	})
+
+	t.Run("a chatty agent costs one poll per pause", func(t *testing.T) {
+		beats := make(chan struct{}, 1)
+		st, polls := stub(beats, true, running)
+		a := st.agent()
+		a.Heartbeats = beats
+		beats <- struct{}{}
+		c := New(Options{Timeout: 5 * time.Second, PollInterval: time.Millisecond, PollAttempts: 3})
+		_, err := c.InstallBootloader(safety(), a, proto.InstallBootloaderParams{RootUUID: "r"})
+		if err == nil || !strings.Contains(err.Error(), "still running after 3 polls") || polls.Load() < 3 || polls.Load() > 6 {
+			t.Errorf("err %v after %d polls, want still running after 3 timed polls and at most 3 more", err, polls.Load())
+		}
+	})
+
+	t.Run("a cancelled wait polls nothing", func(t *testing.T) {
+		st, polls := stub(nil, false, done)
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		_, err := slow(1).WaitCommand(ctx, st.agent(), "execute install_bootloader", running)
+		if !errors.Is(err, context.Canceled) || polls.Load() != 0 {
+			t.Errorf("err %v after %d polls", err, polls.Load())
+		}
+	})
 }

@@ -157,19 +157,28 @@ func (c *Client) InstallBootloader(ctx context.Context, a Agent, p proto.Install
 
 // WaitCommand polls GET /v1/commands/{id} (after 100 ms, then twice as
 // long each time up to PollInterval; at most PollAttempts times) until res
-// is no longer RUNNING. op names the command
-// for errors. FAILED or CLEAN_VERSION_MISMATCH is a *CommandFailedError.
+// is no longer RUNNING. A heartbeat of the agent (a.Heartbeats) ends a
+// pause early, once per pause: that poll is not counted, and when the
+// command still runs the pause is taken again in full, so a chatty agent
+// costs at most one extra poll per pause. op names the command for
+// errors. FAILED or CLEAN_VERSION_MISMATCH is a *CommandFailedError.
 func (c *Client) WaitCommand(ctx context.Context, a Agent, op string, res proto.CommandResult) (proto.CommandResult, error) {
-	for n := 0; res.CommandStatus == proto.CommandRunning; n++ {
+	beats := a.Heartbeats
+	for n := 0; res.CommandStatus == proto.CommandRunning; {
 		if n >= c.opts.PollAttempts {
 			return res, &Error{Op: op, URL: a.URL, Err: fmt.Errorf("still running after %d polls", n)}
 		}
-		t := time.NewTimer(pollWait(n, c.opts.PollInterval))
+		t := time.NewTimer(pollWait(n, c.firstPoll, c.opts.PollInterval))
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return res, &Error{Op: op, URL: a.URL, Err: ctx.Err()}
 		case <-t.C:
+			n++
+			beats = a.Heartbeats
+		case <-beats:
+			t.Stop()
+			beats = nil
 		}
 		r, err := c.Command(ctx, a, res.ID, false)
 		if err != nil {
@@ -188,12 +197,12 @@ func (c *Client) WaitCommand(ctx context.Context, a Agent, op string, res proto.
 // deploy should not wait a whole PollInterval for them.
 const firstPoll = 100 * time.Millisecond
 
-// pollWait is the pause before poll n: firstPoll, doubling up to interval.
-func pollWait(n int, interval time.Duration) time.Duration {
+// pollWait is the pause before poll n: first, doubling up to interval.
+func pollWait(n int, first, interval time.Duration) time.Duration {
 	if n >= 16 {
 		return interval
 	}
-	return min(firstPoll<<n, interval)
+	return min(first<<n, interval)
 }
 
 // CollectSystemLogs is log.collect_system_logs, synchronous.

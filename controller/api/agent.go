@@ -184,6 +184,9 @@ func (s *Server) heartbeat(c echo.Context) error {
 	if err != nil {
 		return s.storeError(err, "Node", ident)
 	}
+	if s.agentHeartbeated != nil {
+		s.agentHeartbeated(view.UUID)
+	}
 	if act {
 		s.notifyHeartbeat(view.UUID)
 	}

@@ -65,3 +65,54 @@ func TestHeartbeatWakesTheConductorAsAnAgent(t *testing.T) {
 		}
 	}
 }
+
+// Every heartbeat the API accepts reaches AgentHeartbeated, acted on or
+// only recorded (a conductor waiting on the agent's command looks at it
+// then); a refused one does not.
+func TestHeartbeatReachesAWaitingConductor(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		state  proto.ProvisionState
+		token  string
+		status int
+		want   int
+	}{
+		{"acted on", proto.StateDeployWait, "tok", http.StatusAccepted, 1},
+		{"only recorded: the conductor is running a step", proto.StateDeploying, "tok", http.StatusAccepted, 1},
+		{"refused: wrong token", proto.StateDeploying, "not-the-token", http.StatusBadRequest, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			st, err := store.Open(ctx, filepath.Join(t.TempDir(), "k.db"), store.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			target := proto.StateActive
+			n := &proto.Node{UUID: "5f0c2d1e-3a4b-4c5d-8e6f-7a8b9c0d1e2f", Driver: "fake-hardware", ProvisionState: tc.state,
+				TargetProvisionState: &target, DriverInternalInfo: proto.Dict{proto.InfoAgentToken: "tok"}}
+			if err := st.CreateNode(ctx, n); err != nil {
+				t.Fatal(err)
+			}
+			var mu sync.Mutex
+			var beats []string
+			srv := httptest.NewServer(api.New(api.Config{Store: st, Conductor: "c1", Notify: func(string) {}, NotifyAgent: func(string) {},
+				AgentHeartbeated: func(u string) { mu.Lock(); defer mu.Unlock(); beats = append(beats, u) }}))
+			defer srv.Close()
+			req, _ := http.NewRequest("POST", srv.URL+"/v1/heartbeat/"+n.UUID,
+				strings.NewReader(`{"callback_url": "http://10.0.0.7:9999", "agent_token": "`+tc.token+`", "agent_version": "10.0"}`))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("X-OpenStack-Ironic-API-Version", proto.AgentHeartbeatMicroversion)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			mu.Lock()
+			defer mu.Unlock()
+			if resp.StatusCode != tc.status || len(beats) != tc.want || (tc.want > 0 && beats[0] != n.UUID) {
+				t.Errorf("heartbeat %d, AgentHeartbeated %v; want %d and %d call(s)", resp.StatusCode, beats, tc.status, tc.want)
+			}
+		})
+	}
+}

@@ -32,6 +32,11 @@ type Config struct {
 	// NotifyAgent, when set, is Notify for an agent heartbeat the
 	// conductor must act on: its agent waits for the next command.
 	NotifyAgent func(nodeUUID string)
+	// AgentHeartbeated, when set, is called after every heartbeat the
+	// API accepts, acted on or not: a conductor waiting on one of the
+	// agent's commands looks at it then (an agent heartbeats as soon as
+	// an asynchronous command ends).
+	AgentHeartbeated func(nodeUUID string)
 	// AgentHeartbeatTimeout is the heartbeat_timeout handed to agents at
 	// lookup [60s].
 	AgentHeartbeatTimeout time.Duration
@@ -66,6 +71,7 @@ type Server struct {
 	echo                  *echo.Echo
 	notifier              func(string)
 	notifyAgent           func(string)
+	agentHeartbeated      func(string)
 	agentHeartbeatTimeout time.Duration
 	clock                 func() time.Time // heartbeats' time when set (tests); time.Now otherwise
 	events                *events.Bus
@@ -114,7 +120,7 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{store: cfg.Store, conductor: cfg.Conductor, log: cfg.Logger, notifier: cfg.Notify, agentHeartbeatTimeout: cfg.AgentHeartbeatTimeout, events: cfg.Events,
 		conductorWait: cfg.ConductorWait, lockWait: cfg.LockWait, discovery: cfg.Discovery, notifyAllocation: cfg.NotifyAllocation,
-		notifyAgent: cfg.NotifyAgent}
+		notifyAgent: cfg.NotifyAgent, agentHeartbeated: cfg.AgentHeartbeated}
 	s.agentLimit = agentLimiter(cfg.AgentLimit)
 	limits, err := bodyLimits(cfg.BodyLimits)
 	if err != nil {

@@ -10,14 +10,18 @@ import (
 
 // installBootloader runs image.install_bootloader on the node's agent with
 // the partition UUIDs AgentPartitionUUIDs recorded, as the decision asks,
-// and waits for it to end; a FAILED command is the error.
+// and waits for it to end, looking at it when the agent heartbeats
+// (agentBeats); a FAILED command is the error.
 func (f *flow) installBootloader(ctx context.Context, a decide.AgentInstallBootloader) error {
 	p := installBootloaderParams(f.n, a)
 	if a.NeedRoot && p.RootUUID == "" {
 		f.c.log.Warn("no root UUID from the agent: no boot loader installed; the deploy will likely fail", "node", f.n.UUID)
 		return nil
 	}
-	_, err := f.c.cfg.Agent.InstallBootloader(ctx, agentOf(f.n), p)
+	ag := agentOf(f.n)
+	ag.Heartbeats = f.c.beats.listen(f.n.UUID)
+	defer f.c.beats.stop(f.n.UUID)
+	_, err := f.c.cfg.Agent.InstallBootloader(ctx, ag, p)
 	return err
 }
 

@@ -23,6 +23,9 @@ type bootloaderAgent struct {
 	uuids   proto.PartitionUUIDs
 	sent    []proto.InstallBootloaderParams
 	failure error
+	// beat, when set, is the agent's heartbeat reaching the API as the
+	// boot loader is in: InstallBootloader returns once the wait sees it.
+	beat func()
 }
 
 func (a *bootloaderAgent) Commands(context.Context, agentclient.Agent) ([]proto.CommandResult, error) {
@@ -33,8 +36,19 @@ func (a *bootloaderAgent) GetPartitionUUIDs(context.Context, agentclient.Agent) 
 	return a.uuids, nil
 }
 
-func (a *bootloaderAgent) InstallBootloader(_ context.Context, _ agentclient.Agent, p proto.InstallBootloaderParams) (proto.CommandResult, error) {
+func (a *bootloaderAgent) InstallBootloader(ctx context.Context, ag agentclient.Agent, p proto.InstallBootloaderParams) (proto.CommandResult, error) {
 	a.sent = append(a.sent, p)
+	if a.beat != nil {
+		if ag.Heartbeats == nil {
+			return proto.CommandResult{}, errors.New("the wait for install_bootloader does not listen for heartbeats")
+		}
+		a.beat()
+		select {
+		case <-ag.Heartbeats:
+		case <-ctx.Done():
+			return proto.CommandResult{}, errors.New("the agent's heartbeat did not reach the wait for install_bootloader")
+		}
+	}
 	return proto.CommandResult{CommandStatus: proto.CommandSucceeded}, a.failure
 }
 
@@ -50,6 +64,7 @@ func TestWriteImageDoneInstallsTheBootLoader(t *testing.T) {
 		info     proto.Dict
 		raid     proto.Dict
 		failure  error
+		beat     bool // the agent heartbeats as the boot loader is in
 		want     []proto.InstallBootloaderParams
 		state    proto.ProvisionState
 		errorHas string
@@ -60,10 +75,15 @@ func TestWriteImageDoneInstallsTheBootLoader(t *testing.T) {
 		{name: "the agent fails", info: proto.Dict{"image_type": "partition"}, failure: errors.New("install boot loader on software RAID /dev/md0: no ESP"),
 			want:  []proto.InstallBootloaderParams{{RootUUID: uuids.RootUUID, EFISystemPartUUID: uuids.EFISystemPartUUID, TargetBootMode: "uefi"}},
 			state: proto.StateDeployFailed, errorHas: "Deploy step deploy.prepare_instance_boot failed on node 5e0c3a1b-2d4f-4a6b-8c9d-0e1f2a3b4c5d: Failed to install a bootloader: install boot loader on software RAID /dev/md0: no ESP"},
+		{name: "the agent's heartbeat ends the wait", info: proto.Dict{"image_type": "partition"}, beat: true,
+			want:  []proto.InstallBootloaderParams{{RootUUID: uuids.RootUUID, EFISystemPartUUID: uuids.EFISystemPartUUID, TargetBootMode: "uefi"}},
+			state: proto.StateActive},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := context.Background()
+			// The deadline only ends a wait the heartbeat failed to end.
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
 			st, err := store.Open(ctx, filepath.Join(t.TempDir(), "k.db"), store.Options{})
 			if err != nil {
 				t.Fatal(err)
@@ -96,6 +116,9 @@ func TestWriteImageDoneInstallsTheBootLoader(t *testing.T) {
 				{CommandName: "execute_deploy_step", CommandStatus: proto.CommandSucceeded, CommandResult: res},
 			}}
 			c := New(Config{Store: st, Agent: agent, Name: "c1"})
+			if tc.beat {
+				agent.beat = func() { c.AgentHeartbeated(n.UUID) }
+			}
 			cur, err := st.GetNode(ctx, n.UUID)
 			if err != nil {
 				t.Fatal(err)
@@ -105,6 +128,9 @@ func TestWriteImageDoneInstallsTheBootLoader(t *testing.T) {
 			}
 			if len(agent.sent) != len(tc.want) || (len(tc.want) > 0 && agent.sent[0] != tc.want[0]) {
 				t.Errorf("install_bootloader sent %+v, want %+v", agent.sent, tc.want)
+			}
+			if c.beats.ch[n.UUID] != nil {
+				t.Error("the pass still listens for the agent's heartbeats after its wait")
 			}
 			got, err := st.GetNode(ctx, n.UUID)
 			if err != nil {

@@ -126,6 +126,9 @@ type Conductor struct {
 	queue  chan string
 	agents chan string
 
+	// beats signals agent heartbeats to passes waiting on a command.
+	beats agentBeats
+
 	// latency of heartbeat → next command, for reporting.
 	lat   *latencies
 	waits *waits

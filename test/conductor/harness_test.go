@@ -230,7 +230,7 @@ func startController(t testing.TB, o controllerOpts) *controller {
 		CallbackTimeout: o.callbackTimeout, AgentHeartbeatTimeout: o.agentHeartbeatTimeout, PowerSyncInterval: o.powerSync,
 		InspectionRules: o.rules,
 	})
-	handler = api.New(api.Config{Store: wst, Conductor: "test-conductor", Logger: log, Notify: cond.Notify, NotifyAgent: cond.NotifyAgent, AgentHeartbeatTimeout: o.agentHeartbeatTimeout, Events: bus})
+	handler = api.New(api.Config{Store: wst, Conductor: "test-conductor", Logger: log, Notify: cond.Notify, NotifyAgent: cond.NotifyAgent, AgentHeartbeated: cond.AgentHeartbeated, AgentHeartbeatTimeout: o.agentHeartbeatTimeout, Events: bus})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -206,7 +206,7 @@ func serve(ctx context.Context, o serveOptions) error {
 			log.Error("conductor", "err", err)
 		}
 	}()
-	apiServer := api.New(api.Config{Store: wst, Conductor: o.conductor, Logger: log, Notify: cond.Notify, NotifyAgent: cond.NotifyAgent, NotifyAllocation: cond.NotifyAllocation,
+	apiServer := api.New(api.Config{Store: wst, Conductor: o.conductor, Logger: log, Notify: cond.Notify, NotifyAgent: cond.NotifyAgent, AgentHeartbeated: cond.AgentHeartbeated, NotifyAllocation: cond.NotifyAllocation,
 		AgentHeartbeatTimeout: o.agentHeartbeatTimeout, Events: bus, AgentLimit: ratelimit.New(o.agentLimit),
 		BodyLimits: o.bodyLimits, Discovery: discovery})
 	apiServer.Echo().Use(met.Middleware())
