@@ -116,6 +116,9 @@ type Conductor struct {
 	// busy holds the nodes a worker is acting on, each with the lane it
 	// was asked for again meanwhile, if it was; see enqueue.
 	busy map[string]askedAgain
+	// awaited flags the work-lane passes whose agent heartbeated while
+	// they held the node: their writes go ahead from then on (worker).
+	awaited map[string]*atomic.Bool
 	// passEnded is when a worker last finished with each node, kept
 	// for one scan round (foundByScan).
 	passEnded map[string]time.Time
@@ -155,6 +158,7 @@ func New(cfg Config) *Conductor {
 		ring:      NewRing([]string{cfg.Name}),
 		queued:    map[string]lane{},
 		busy:      map[string]askedAgain{},
+		awaited:   map[string]*atomic.Bool{},
 		queuedAt:  map[string]time.Time{},
 		passEnded: map[string]time.Time{},
 		queue:     make(chan string, 65536),

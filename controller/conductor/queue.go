@@ -2,6 +2,7 @@ package conductor
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/kilnhq/kiln/controller/store"
@@ -55,6 +56,9 @@ func (c *Conductor) enqueue(uuid string, l lane) {
 	c.mu.Lock()
 	if again, ok := c.busy[uuid]; ok {
 		c.busy[uuid] = askedAgain{lane: max(again.lane, l), at: time.Now()}
+		if w := c.awaited[uuid]; w != nil && l == laneAgent {
+			w.Store(true) // the agent waits on the pass now (worker)
+		}
 		c.mu.Unlock()
 		return
 	}
@@ -214,7 +218,10 @@ func (c *Conductor) done(uuid string) {
 
 // worker acts on the nodes next gives it. A pass for an agent that
 // heartbeated writes ahead of bulk work (store.Urgent): the agent idles
-// until the pass sends its next command.
+// until the pass sends its next command. So does a pass from the work
+// lane from the moment its node's agent heartbeats (enqueue): a machine
+// the pass powered on boots its agent at once, whose first heartbeat
+// then waits for the pass's last writes.
 func (c *Conductor) worker(ctx context.Context, next func(context.Context) (string, lane, bool)) {
 	urgent := store.Urgent(ctx)
 	for {
@@ -225,7 +232,14 @@ func (c *Conductor) worker(ctx context.Context, next func(context.Context) (stri
 		if from == laneAgent {
 			c.process(urgent, uuid)
 		} else {
-			c.process(ctx, uuid)
+			awaited := new(atomic.Bool)
+			c.mu.Lock()
+			c.awaited[uuid] = awaited
+			c.mu.Unlock()
+			c.process(store.UrgentOnce(ctx, awaited), uuid)
+			c.mu.Lock()
+			delete(c.awaited, uuid)
+			c.mu.Unlock()
 		}
 		c.done(uuid)
 	}

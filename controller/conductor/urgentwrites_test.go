@@ -16,6 +16,8 @@ type urgencyStore struct {
 	store.Store
 	mu     sync.Mutex
 	urgent []bool
+	// reserved, when set, runs after each reservation.
+	reserved func()
 }
 
 func (s *urgencyStore) note(ctx context.Context) {
@@ -26,7 +28,11 @@ func (s *urgencyStore) note(ctx context.Context) {
 
 func (s *urgencyStore) Reserve(ctx context.Context, ident, conductor string) (*proto.Node, error) {
 	s.note(ctx)
-	return s.Store.Reserve(ctx, ident, conductor)
+	n, err := s.Store.Reserve(ctx, ident, conductor)
+	if s.reserved != nil {
+		s.reserved()
+	}
+	return n, err
 }
 
 func (s *urgencyStore) UpdateNode(ctx context.Context, ident string, fn func(n *proto.Node) error) (*proto.Node, error) {
@@ -37,14 +43,18 @@ func (s *urgencyStore) UpdateNode(ctx context.Context, ident string, fn func(n *
 // passFromLane has a worker take one pass over a node in clean wait whose
 // agent finished the first of three steps and finishes the others at
 // once, queued in lane l; it gives the urgency of each of the pass's
-// writes, in order.
-func passFromLane(t *testing.T, l lane) []bool {
+// writes, in order. With beatAtReserve the agent heartbeats again as the
+// pass takes the node.
+func passFromLane(t *testing.T, l lane, beatAtReserve bool) []bool {
 	t.Helper()
 	ctx := context.Background()
 	base := openCountingStore(t).Store
 	st := &urgencyStore{Store: base}
 	c, agent := instantClean(t, base, st, "0d9c8b7a-6f5e-4d3c-9b2a-1f0e9d8c7b6a", 3)
 	uuid := agent.uuid
+	if beatAtReserve {
+		st.reserved = func() { c.NotifyAgent(uuid) }
+	}
 	if l == laneAgent {
 		c.NotifyAgent(uuid)
 	} else {
@@ -70,7 +80,7 @@ func passFromLane(t *testing.T, l lane) []bool {
 // A pass for an agent that heartbeated writes ahead of bulk work from
 // its reservation on: the agent waits for the command the pass sends.
 func TestAnAgentLanePassWritesAhead(t *testing.T) {
-	urgent := passFromLane(t, laneAgent)
+	urgent := passFromLane(t, laneAgent, false)
 	if len(urgent) < 3 || slices.Contains(urgent, false) {
 		t.Errorf("writes urgent %v, want every one", urgent)
 	}
@@ -80,9 +90,18 @@ func TestAnAgentLanePassWritesAhead(t *testing.T) {
 // goes on to answer a heartbeat that came while it held the node; from
 // then on its writes go ahead.
 func TestAPassWritesAheadOnceItAnswersAHeartbeat(t *testing.T) {
-	urgent := passFromLane(t, laneWork)
+	urgent := passFromLane(t, laneWork, false)
 	i := slices.Index(urgent, true)
 	if i <= 0 || slices.Contains(urgent[i:], false) {
 		t.Errorf("writes urgent %v, want some not, then only urgent ones", urgent)
+	}
+}
+
+// A pass taken from the work lane writes ahead from the moment its
+// node's agent heartbeats: the agent waits on what the pass does next.
+func TestAPassWritesAheadOnceItsAgentHeartbeats(t *testing.T) {
+	urgent := passFromLane(t, laneWork, true)
+	if len(urgent) < 3 || urgent[0] || slices.Contains(urgent[1:], false) {
+		t.Errorf("writes urgent %v, want the reservation not, every later one", urgent)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // SQLite has one writer: the store keeps one connection for writes, and
@@ -32,10 +33,23 @@ func Urgent(ctx context.Context) context.Context {
 	return context.WithValue(ctx, urgentKey{}, true)
 }
 
-// IsUrgent reports whether ctx was marked by Urgent.
+// UrgentOnce returns ctx whose writes are urgent once flag is set: for
+// work an agent starts waiting on midway (its heartbeat came while a pass
+// held its node).
+func UrgentOnce(ctx context.Context, flag *atomic.Bool) context.Context {
+	return context.WithValue(ctx, urgentKey{}, flag)
+}
+
+// IsUrgent reports whether ctx was marked by Urgent, or by UrgentOnce
+// with its flag set by now.
 func IsUrgent(ctx context.Context) bool {
-	v, _ := ctx.Value(urgentKey{}).(bool)
-	return v
+	switch v := ctx.Value(urgentKey{}).(type) {
+	case bool:
+		return v
+	case *atomic.Bool:
+		return v.Load()
+	}
+	return false
 }
 
 // urgentBurst is how many urgent writes in a row may pass while another

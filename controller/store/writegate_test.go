@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -198,6 +199,21 @@ func TestUrgentMarksTheContext(t *testing.T) {
 	}
 	if c, cancel := context.WithCancel(u); !IsUrgent(c) {
 		t.Fatal("a child of an urgent context is not urgent")
+	} else {
+		cancel()
+	}
+	// UrgentOnce: urgent from the moment its flag is set.
+	flag := new(atomic.Bool)
+	once := UrgentOnce(ctx, flag)
+	if IsUrgent(once) {
+		t.Fatal("urgent before its flag is set")
+	}
+	if u := Urgent(once); !IsUrgent(u) || flag.Load() {
+		t.Fatal("Urgent over an unset flag: not urgent, or it set the flag")
+	}
+	flag.Store(true)
+	if c, cancel := context.WithCancel(once); !IsUrgent(once) || !IsUrgent(c) {
+		t.Fatal("not urgent once its flag is set")
 	} else {
 		cancel()
 	}
