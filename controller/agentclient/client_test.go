@@ -528,9 +528,11 @@ func TestTimeoutRetriedButNotCancellation(t *testing.T) {
 	defer st.Close()
 	defer close(release)
 	// Each try times out: retried like a connection error (as Ironic).
+	// On a loaded machine a try may time out before the server sees it,
+	// so the server counts at most the client's tries.
 	c := New(Options{Timeout: 20 * time.Millisecond, RetryDelay: time.Millisecond})
 	_, err := c.Commands(t.Context(), Agent{URL: st.URL, Token: token})
-	if !errors.Is(err, ErrUnreachable) || tries.Load() != 3 {
+	if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "after 3 tries") || tries.Load() > 3 {
 		t.Errorf("err %v after %d tries", err, tries.Load())
 	}
 	// The caller's deadline ends the call at once.
@@ -539,7 +541,7 @@ func TestTimeoutRetriedButNotCancellation(t *testing.T) {
 	defer cancel()
 	c = New(Options{RetryDelay: time.Millisecond})
 	_, err = c.Commands(ctx, Agent{URL: st.URL, Token: token})
-	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrUnreachable) || tries.Load() != 1 {
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrUnreachable) || tries.Load() > 1 {
 		t.Errorf("err %v after %d tries", err, tries.Load())
 	}
 }
