@@ -41,17 +41,8 @@ func TestHeartbeatWakesTheConductorAsAnAgent(t *testing.T) {
 		}
 		srv := httptest.NewServer(api.New(cfg))
 		defer srv.Close()
-		req, _ := http.NewRequest("POST", srv.URL+"/v1/heartbeat/"+n.UUID,
-			strings.NewReader(`{"callback_url": "http://10.0.0.7:9999", "agent_token": "tok", "agent_version": "10.0"}`))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-OpenStack-Ironic-API-Version", proto.AgentHeartbeatMicroversion)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusAccepted {
-			t.Fatalf("heartbeat: %d", resp.StatusCode)
+		if code := postHeartbeat(t, srv.URL, n.UUID, "tok"); code != http.StatusAccepted {
+			t.Fatalf("heartbeat: %d", code)
 		}
 		mu.Lock()
 		gotWork, gotAgent := len(work), len(agent)
@@ -99,20 +90,28 @@ func TestHeartbeatReachesAWaitingConductor(t *testing.T) {
 			srv := httptest.NewServer(api.New(api.Config{Store: st, Conductor: "c1", Notify: func(string) {}, NotifyAgent: func(string) {},
 				AgentHeartbeated: func(u string) { mu.Lock(); defer mu.Unlock(); beats = append(beats, u) }}))
 			defer srv.Close()
-			req, _ := http.NewRequest("POST", srv.URL+"/v1/heartbeat/"+n.UUID,
-				strings.NewReader(`{"callback_url": "http://10.0.0.7:9999", "agent_token": "`+tc.token+`", "agent_version": "10.0"}`))
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("X-OpenStack-Ironic-API-Version", proto.AgentHeartbeatMicroversion)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
+			code := postHeartbeat(t, srv.URL, n.UUID, tc.token)
 			mu.Lock()
 			defer mu.Unlock()
-			if resp.StatusCode != tc.status || len(beats) != tc.want || (tc.want > 0 && beats[0] != n.UUID) {
-				t.Errorf("heartbeat %d, AgentHeartbeated %v; want %d and %d call(s)", resp.StatusCode, beats, tc.status, tc.want)
+			if code != tc.status || len(beats) != tc.want || (tc.want > 0 && beats[0] != n.UUID) {
+				t.Errorf("heartbeat %d, AgentHeartbeated %v; want %d and %d call(s)", code, beats, tc.status, tc.want)
 			}
 		})
 	}
+}
+
+// postHeartbeat sends node uuid's agent heartbeat with token to the API at
+// base and returns the answer's status.
+func postHeartbeat(t *testing.T, base, uuid, token string) int {
+	t.Helper()
+	req, _ := http.NewRequest("POST", base+"/v1/heartbeat/"+uuid,
+		strings.NewReader(`{"callback_url": "http://10.0.0.7:9999", "agent_token": "`+token+`", "agent_version": "10.0"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-OpenStack-Ironic-API-Version", proto.AgentHeartbeatMicroversion)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
