@@ -85,8 +85,9 @@ func dialQMP(ctx context.Context, path string, onEvent func(name string, data js
 	return q, nil
 }
 
-// execute runs one QMP command and waits for its reply. A "quit" may see the
-// connection close instead of a reply; that counts as success.
+// execute runs one QMP command and waits for its reply. A command that ends
+// QEMU — "quit", or "system_reset" under -no-reboot (qemu.go) — may see the
+// connection close before its reply; that counts as success.
 func (q *qmpConn) execute(ctx context.Context, cmd string, args any) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -105,7 +106,7 @@ func (q *qmpConn) execute(ctx context.Context, cmd string, args any) error {
 		}
 		return nil
 	case <-q.done:
-		if cmd == "quit" {
+		if cmd == "quit" || cmd == "system_reset" {
 			return nil
 		}
 		return fmt.Errorf("QMP %s: connection closed", cmd)
