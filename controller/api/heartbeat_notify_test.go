@@ -19,17 +19,9 @@ import (
 // NotifyAgent, through Notify.
 func TestHeartbeatWakesTheConductorAsAnAgent(t *testing.T) {
 	for _, withAgent := range []bool{true, false} {
-		ctx := context.Background()
-		st, err := store.Open(ctx, filepath.Join(t.TempDir(), "k.db"), store.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer st.Close()
 		n := &proto.Node{UUID: "5f0c2d1e-3a4b-4c5d-8e6f-7a8b9c0d1e2f", Driver: "fake-hardware",
 			ProvisionState: proto.StateCleanWait, DriverInternalInfo: proto.Dict{proto.InfoAgentToken: "tok"}}
-		if err := st.CreateNode(ctx, n); err != nil {
-			t.Fatal(err)
-		}
+		st := storeWith(t, n)
 		var mu sync.Mutex
 		var work, agent []string
 		note := func(to *[]string) func(string) {
@@ -73,18 +65,10 @@ func TestHeartbeatReachesAWaitingConductor(t *testing.T) {
 		{"refused: wrong token", proto.StateDeploying, "not-the-token", http.StatusBadRequest, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := context.Background()
-			st, err := store.Open(ctx, filepath.Join(t.TempDir(), "k.db"), store.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
 			target := proto.StateActive
 			n := &proto.Node{UUID: "5f0c2d1e-3a4b-4c5d-8e6f-7a8b9c0d1e2f", Driver: "fake-hardware", ProvisionState: tc.state,
 				TargetProvisionState: &target, DriverInternalInfo: proto.Dict{proto.InfoAgentToken: "tok"}}
-			if err := st.CreateNode(ctx, n); err != nil {
-				t.Fatal(err)
-			}
+			st := storeWith(t, n)
 			var mu sync.Mutex
 			var beats []string
 			srv := httptest.NewServer(api.New(api.Config{Store: st, Conductor: "c1", Notify: func(string) {}, NotifyAgent: func(string) {},
@@ -114,4 +98,18 @@ func postHeartbeat(t *testing.T, base, uuid, token string) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// storeWith opens a SQLite store in a temporary directory holding n.
+func storeWith(t *testing.T, n *proto.Node) store.Store {
+	t.Helper()
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "k.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.CreateNode(context.Background(), n); err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
