@@ -7,19 +7,18 @@ import (
 )
 
 // Latencies collects heartbeat-to-next-command delays, grouped by the phase
-// current when each was measured and, within it, by the command that
-// ended the wait (a phase's tail is usually one command's).
+// current when each was measured and by the command that ended the wait
+// (a phase's tail is usually one command's).
 type Latencies struct {
-	mu        sync.Mutex
-	phase     string
-	byPhase   map[string][]time.Duration
-	byCommand map[string]map[string][]time.Duration // phase → command
-	order     []string
+	mu     sync.Mutex
+	phase  string
+	delays map[sample][]time.Duration
 }
 
-func newLatencies() *Latencies {
-	return &Latencies{byPhase: map[string][]time.Duration{}, byCommand: map[string]map[string][]time.Duration{}}
-}
+// sample is where a delay is counted.
+type sample struct{ phase, command string }
+
+func newLatencies() *Latencies { return &Latencies{delays: map[sample][]time.Duration{}} }
 
 // SetPhase names the phase later measurements belong to.
 func (l *Latencies) SetPhase(name string) {
@@ -33,12 +32,8 @@ func (l *Latencies) SetPhase(name string) {
 func (l *Latencies) Add(d time.Duration, command string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, ok := l.byPhase[l.phase]; !ok {
-		l.order = append(l.order, l.phase)
-		l.byCommand[l.phase] = map[string][]time.Duration{}
-	}
-	l.byPhase[l.phase] = append(l.byPhase[l.phase], d)
-	l.byCommand[l.phase][command] = append(l.byCommand[l.phase][command], d)
+	k := sample{l.phase, command}
+	l.delays[k] = append(l.delays[k], d)
 }
 
 // Summary is the distribution of some delays.
@@ -48,33 +43,38 @@ type Summary struct {
 	Max      time.Duration
 }
 
-// Phase summarizes one phase's delays; All every delay.
+// Phase summarizes one phase's delays.
 func (l *Latencies) Phase(name string) Summary {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return summarize(l.byPhase[name])
+	return l.summarize(func(k sample) bool { return k.phase == name })
 }
+
+// All summarizes every delay measured.
+func (l *Latencies) All() Summary { return l.summarize(func(sample) bool { return true }) }
 
 // ByCommand summarizes one phase's delays per command.
 func (l *Latencies) ByCommand(phase string) map[string]Summary {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := make(map[string]Summary, len(l.byCommand[phase]))
-	for cmd, ds := range l.byCommand[phase] {
-		out[cmd] = summarize(ds)
+	out := map[string]Summary{}
+	for k, ds := range l.delays {
+		if k.phase == phase {
+			out[k.command] = summarize(ds)
+		}
 	}
 	return out
 }
 
-// All summarizes every delay measured.
-func (l *Latencies) All() Summary {
+// summarize summarizes the delays counted where keep says.
+func (l *Latencies) summarize(keep func(sample) bool) Summary {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var all []time.Duration
-	for _, p := range l.order {
-		all = append(all, l.byPhase[p]...)
+	var ds []time.Duration
+	for k, d := range l.delays {
+		if keep(k) {
+			ds = append(ds, d...)
+		}
 	}
-	return summarize(all)
+	return summarize(ds)
 }
 
 // summarize computes nearest-rank percentiles (the smallest value with at
