@@ -41,6 +41,12 @@ type Config struct {
 	// Workers (which take those first too) [8]: an agent's turn-around
 	// does not wait for a worker busy with a BMC or a bulk operation.
 	AgentWorkers int
+	// BulkPasses bounds the work-lane passes that compute at once [8]
+	// (places.go): the others wait for a place, leaving the cores to the
+	// passes agents wait on. A pass gives its place up while a BMC or
+	// agent call of its own is slow, so Workers still bounds the slow
+	// BMCs waited on at once.
+	BulkPasses int
 	// CallbackTimeout bounds how long a node waits for its agent in
 	// wait call-back, clean wait and inspect wait [30m].
 	CallbackTimeout time.Duration
@@ -74,6 +80,9 @@ func (c *Config) defaults() {
 	}
 	if c.AgentWorkers <= 0 {
 		c.AgentWorkers = 8
+	}
+	if c.BulkPasses <= 0 {
+		c.BulkPasses = 8
 	}
 	if c.HeartbeatInterval <= 0 {
 		c.HeartbeatInterval = 5 * time.Second
@@ -128,6 +137,10 @@ type Conductor struct {
 	// heartbeated, which the workers take first (see queue.go).
 	queue  chan string
 	agents chan string
+	// places holds the work-lane passes' places to compute, turn the
+	// right to wait for the work lane's next node (places.go).
+	places, turn chan struct{}
+	placed       map[string]*place
 
 	// beats signals agent heartbeats to passes waiting on a command.
 	beats agentBeats
@@ -163,12 +176,19 @@ func New(cfg Config) *Conductor {
 		passEnded: map[string]time.Time{},
 		queue:     make(chan string, 65536),
 		agents:    make(chan string, 65536),
+		places:    make(chan struct{}, cfg.BulkPasses),
+		turn:      make(chan struct{}, 1),
+		placed:    map[string]*place{},
 		lat:       &latencies{},
 		waits:     newWaits(),
 	}
 	if cfg.Peers != nil {
 		c.peerWakes = make(chan peerWake, 65536)
 	}
+	for range cfg.BulkPasses {
+		c.places <- struct{}{}
+	}
+	c.turn <- struct{}{}
 	c.power = newPowerSync(c)
 	c.alloc = newAllocator(c)
 	return c

@@ -108,7 +108,12 @@ func (f *flow) perform(ctx context.Context, acts []decide.Action) (decide.Event,
 				return nil, fatal{err}
 			}
 		}
+		back := func() {}
+		if waitsOutside(a) {
+			back = placeOf(ctx).aside(ctx) // places.go
+		}
 		ev, err := f.do(ctx, a)
+		back()
 		if err == nil {
 			if ev != nil {
 				return ev, nil

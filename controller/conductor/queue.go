@@ -93,64 +93,70 @@ func (c *Conductor) enqueue(uuid string, l lane) {
 }
 
 // next returns the next node to look at, agents first, then other work,
-// with the lane it came from; false when ctx ends.
+// with the lane it came from; false when ctx ends. A node from the work
+// lane comes with a place (places.go): one worker at a time, the one
+// holding the turn, waits for the next such node and for a free place,
+// while the others stay free for agents.
 func (c *Conductor) next(ctx context.Context) (string, lane, bool) {
 	for {
-		var uuid string
-		var from lane
 		select {
-		case uuid = <-c.agents:
-			from = laneAgent
+		case uuid := <-c.agents:
+			if c.take(uuid, laneAgent) {
+				return uuid, laneAgent, true
+			}
+			continue
 		default:
-			select {
-			case <-ctx.Done():
+		}
+		select {
+		case <-ctx.Done():
+			return "", laneNone, false
+		case uuid := <-c.agents:
+			if c.take(uuid, laneAgent) {
+				return uuid, laneAgent, true
+			}
+		case <-c.turn:
+			uuid, ok := c.nextWork(ctx)
+			c.turn <- struct{}{}
+			if ok {
+				return uuid, laneWork, true
+			}
+			if ctx.Err() != nil {
 				return "", laneNone, false
-			case uuid = <-c.agents:
-				from = laneAgent
-			case uuid = <-c.queue:
-				from = laneWork
 			}
 		}
-		c.mu.Lock()
-		l := c.queued[uuid]
-		if l != from {
-			// Stale: the node moved to the agent lane (and may have
-			// been looked at already).
-			c.mu.Unlock()
-			continue
-		}
-		delete(c.queued, uuid)
-		c.busy[uuid] = askedAgain{}
-		at := c.queuedAt[uuid]
-		delete(c.queuedAt, uuid)
-		c.mu.Unlock()
-		c.waits.queued(from, at)
-		return uuid, from, true
 	}
 }
 
 // nextAgent is next for the agent lane alone.
 func (c *Conductor) nextAgent(ctx context.Context) (string, lane, bool) {
 	for {
-		var uuid string
 		select {
 		case <-ctx.Done():
 			return "", laneNone, false
-		case uuid = <-c.agents:
+		case uuid := <-c.agents:
+			if c.take(uuid, laneAgent) {
+				return uuid, laneAgent, true
+			}
 		}
-		c.mu.Lock()
-		if c.queued[uuid] != laneAgent {
-			c.mu.Unlock()
-			continue // stale (see next)
-		}
-		delete(c.queued, uuid)
-		c.busy[uuid] = askedAgain{}
-		at := c.queuedAt[uuid]
-		delete(c.queuedAt, uuid)
-		c.mu.Unlock()
-		c.waits.queued(laneAgent, at)
-		return uuid, laneAgent, true
 	}
+}
+
+// take makes uuid, received from lane from, busy; false when the entry
+// is stale (the node moved to the agent lane, and may have been looked
+// at already).
+func (c *Conductor) take(uuid string, from lane) bool {
+	c.mu.Lock()
+	if c.queued[uuid] != from {
+		c.mu.Unlock()
+		return false
+	}
+	delete(c.queued, uuid)
+	c.busy[uuid] = askedAgain{}
+	at := c.queuedAt[uuid]
+	delete(c.queuedAt, uuid)
+	c.mu.Unlock()
+	c.waits.queued(from, at)
+	return true
 }
 
 // askedAgain is a busy node's request to be looked at again: the
@@ -203,14 +209,18 @@ func (c *Conductor) forgetPassesBefore(t time.Time) {
 	}
 }
 
-// done ends a worker's turn on uuid (which next or nextAgent gave it) and
-// queues the node again if it was asked for meanwhile.
+// done ends a worker's turn on uuid (which next or nextAgent gave it),
+// gives back its place if it holds one, and queues the node again if it
+// was asked for meanwhile.
 func (c *Conductor) done(uuid string) {
 	c.mu.Lock()
 	again := c.busy[uuid]
 	delete(c.busy, uuid)
 	c.passEnded[uuid] = time.Now()
+	p := c.placed[uuid]
+	delete(c.placed, uuid)
 	c.mu.Unlock()
+	p.leave()
 	if again.lane != laneNone {
 		c.enqueue(uuid, again.lane)
 	}
@@ -235,8 +245,12 @@ func (c *Conductor) worker(ctx context.Context, next func(context.Context) (stri
 			awaited := new(atomic.Bool)
 			c.mu.Lock()
 			c.awaited[uuid] = awaited
+			p := c.placed[uuid]
 			c.mu.Unlock()
-			c.process(store.UrgentOnce(ctx, awaited), uuid)
+			if p != nil {
+				p.awaited = awaited
+			}
+			c.process(withPlace(store.UrgentOnce(ctx, awaited), p), uuid)
 			c.mu.Lock()
 			delete(c.awaited, uuid)
 			c.mu.Unlock()

@@ -46,6 +46,7 @@ type serveOptions struct {
 	apiURL                string
 	mediaURL              string
 	workers               int
+	bulkPasses            int
 	callbackTimeout       time.Duration
 	agentHeartbeatTimeout time.Duration
 	powerSyncInterval     time.Duration
@@ -93,7 +94,8 @@ func newServeCmd() *cobra.Command {
 	f.BoolVar(&o.logJSON, "log-json", false, "log as JSON lines instead of text")
 	f.StringVar(&o.apiURL, "api-url", "", "controller URL that agents on the provisioned machines use (default: http://<listen address>)")
 	f.StringVar(&o.mediaURL, "media-url", "", "controller URL that BMCs fetch virtual-media ISOs from, when they reach the controller by another address than the machines do (Ironic's external_http_url; default: --api-url)")
-	f.IntVar(&o.workers, "workers", 32, "nodes the conductor acts on at once")
+	f.IntVar(&o.workers, "workers", 32, "nodes the conductor acts on at once, counting those waiting on a slow BMC or agent")
+	f.IntVar(&o.bulkPasses, "bulk-passes", 8, "passes of requested work (not an agent's) that compute at once; one waiting on a slow BMC or agent gives its place up")
 	f.DurationVar(&o.callbackTimeout, "callback-timeout", 30*time.Minute, "how long a node may wait for its agent's first heartbeat (deploy, clean, inspect)")
 	f.DurationVar(&o.agentHeartbeatTimeout, "agent-heartbeat-timeout", time.Minute, "heartbeat_timeout given to agents; a running agent silent this long fails its node")
 	f.DurationVar(&o.heartbeatInterval, "conductor-heartbeat-interval", 5*time.Second, "how often this conductor reports that it is alive")
@@ -191,7 +193,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	}
 	cond := conductor.New(conductor.Config{
 		Store: wst, Agent: agentclient.New(agentclient.Options{Logger: log}), Name: o.conductor, Group: o.group,
-		APIURL: o.apiURL, Log: log, Workers: o.workers, CallbackTimeout: o.callbackTimeout,
+		APIURL: o.apiURL, Log: log, Workers: o.workers, BulkPasses: o.bulkPasses, CallbackTimeout: o.callbackTimeout,
 		AgentHeartbeatTimeout: o.agentHeartbeatTimeout, PowerSyncInterval: o.powerSyncInterval, PowerSyncWorkers: o.powerSyncWorkers,
 		HeartbeatInterval: o.heartbeatInterval, InspectionRules: rules,
 		ScanInterval: o.scanInterval, Peers: store.WakerOf(st),
