@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/kilnhq/kiln/controller/inspectrules"
 	"github.com/kilnhq/kiln/controller/store"
 	"github.com/kilnhq/kiln/proto"
@@ -189,6 +191,9 @@ func New(cfg Config) *Conductor {
 		c.places <- struct{}{}
 	}
 	c.turn <- struct{}{}
+	c.waits.inUse = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kiln_conductor_bulk_places_in_use",
+		Help: "Places held by bulk (work-lane) passes computing now, of --bulk-passes."},
+		func() float64 { return float64(cap(c.places) - len(c.places)) })
 	c.power = newPowerSync(c)
 	c.alloc = newAllocator(c)
 	return c

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kilnhq/kiln/controller/conductor/decide"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Bulk work is bounded by places, not by workers. On two cores, thirty-two
@@ -28,8 +29,9 @@ var slowCall = 50 * time.Millisecond
 // the pass touches it, but for the timer in aside, which only gives the
 // place back.
 type place struct {
-	places chan struct{}
-	held   bool
+	places  chan struct{}
+	givenUp prometheus.Counter
+	held    bool
 	// awaited is set once the node's agent heartbeated while the pass
 	// held it (worker): the pass then goes on without a place.
 	awaited *atomic.Bool
@@ -60,7 +62,7 @@ func (c *Conductor) nextWork(ctx context.Context) (string, bool) {
 			continue
 		}
 		c.mu.Lock()
-		c.placed[uuid] = &place{places: c.places, held: true}
+		c.placed[uuid] = &place{places: c.places, givenUp: c.waits.givenUp, held: true}
 		c.mu.Unlock()
 		return uuid, true
 	}
@@ -90,7 +92,12 @@ func (p *place) aside(ctx context.Context) func() {
 	if p == nil || !p.held {
 		return func() {}
 	}
-	t := time.AfterFunc(slowCall, func() { p.places <- struct{}{} })
+	t := time.AfterFunc(slowCall, func() {
+		p.places <- struct{}{}
+		if p.givenUp != nil {
+			p.givenUp.Inc()
+		}
+	})
 	return func() {
 		if t.Stop() {
 			return // quick: the place was kept

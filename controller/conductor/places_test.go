@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/kilnhq/kiln/controller/flowstate"
 	"github.com/kilnhq/kiln/proto"
 )
@@ -36,6 +38,9 @@ func TestBulkPassesLeaveWorkersToAgents(t *testing.T) {
 	}
 	if n := len(c.places); n != 0 {
 		t.Fatalf("%d places free with two bulk passes of two, want 0", n)
+	}
+	if n := testutil.ToFloat64(c.waits.inUse); n != 2 {
+		t.Fatalf("places in use = %v, want 2", n)
 	}
 
 	type taken struct {
@@ -210,5 +215,8 @@ func TestASlowBMCCallGivesItsPlaceUp(t *testing.T) {
 	case <-bCalled:
 	case <-time.After(time.Minute): // safety net only: B waits for A's place
 		t.Fatal("node B's pass never ran while node A's BMC call was slow")
+	}
+	if n := testutil.ToFloat64(c.waits.givenUp); n < 1 {
+		t.Errorf("%v places given up counted, want at least A's", n)
 	}
 }

@@ -21,6 +21,8 @@ type waits struct {
 	conflicts prometheus.Counter
 	idle      prometheus.Counter
 	rounds    prometheus.Counter
+	givenUp   prometheus.Counter // places given up for a slow call (places.go)
+	inUse     prometheus.GaugeFunc
 }
 
 // waitBuckets span 1 ms to about 66 s.
@@ -43,13 +45,15 @@ func newWaits() *waits {
 			Help: "Passes that reserved a node and found nothing to do."}),
 		rounds: prometheus.NewCounter(prometheus.CounterOpts{Name: "kiln_conductor_pass_rounds_total",
 			Help: "Rounds passes added for agent heartbeats recorded while they held their node."}),
+		givenUp: prometheus.NewCounter(prometheus.CounterOpts{Name: "kiln_conductor_bulk_places_given_up_total",
+			Help: "BMC or agent calls slow enough that the bulk pass making them gave its place up."}),
 	}
 }
 
 // Collectors are the conductor's metrics, for a Prometheus registry.
 func (c *Conductor) Collectors() []prometheus.Collector {
 	w := c.waits
-	return []prometheus.Collector{w.queue, w.reserve, w.pass, w.command, w.hbCommand, w.conflicts, w.idle, w.rounds}
+	return []prometheus.Collector{w.queue, w.reserve, w.pass, w.command, w.hbCommand, w.conflicts, w.idle, w.rounds, w.givenUp, w.inUse}
 }
 
 // queued notes a node taken from lane l, queued since at.

@@ -75,7 +75,7 @@ func TestPassesAreMeasured(t *testing.T) {
 	if n := observations(t, c.waits.pass); n != 1 {
 		t.Errorf("%d passes measured, want 1", n)
 	}
-	if got := len(c.Collectors()); got != 8 {
-		t.Errorf("%d collectors, want 8", got)
+	if got := len(c.Collectors()); got != 10 {
+		t.Errorf("%d collectors, want 10", got)
 	}
 }
