@@ -8,6 +8,7 @@ import (
 
 	"github.com/kilnhq/kiln/controller/agentclient"
 	"github.com/kilnhq/kiln/controller/flowstate"
+	"github.com/kilnhq/kiln/controller/store"
 	"github.com/kilnhq/kiln/proto"
 )
 
@@ -27,6 +28,22 @@ func (a *signalAgent) Commands(context.Context, agentclient.Agent) ([]proto.Comm
 		{CommandName: "get_clean_steps", CommandStatus: proto.CommandSucceeded},
 		{CommandName: "execute_clean_step", CommandStatus: proto.CommandRunning},
 	}, nil
+}
+
+// verifying has nodes verify their BMC credentials, as the manage verb
+// asks: their next pass reads each one's power state.
+func verifying(t *testing.T, st store.Store, uuids ...string) {
+	t.Helper()
+	target := proto.StateManageable
+	for _, u := range uuids {
+		if _, err := st.UpdateNode(context.Background(), u, func(n *proto.Node) error {
+			n.ProvisionState, n.TargetProvisionState = proto.StateVerifying, &target
+			flowstate.Update(n, func(s *flowstate.State) { s.Request = &flowstate.Request{Verb: "manage", From: proto.StateEnroll} })
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // An agent heartbeat is acted on while every general worker is busy with
@@ -56,14 +73,7 @@ func TestAgentWorkersServeHeartbeatsWhileWorkersAreBusy(t *testing.T) {
 		return proto.PowerOff, nil
 	})
 	defer power.set(nil)
-	target := proto.StateManageable
-	if _, err := st.UpdateNode(ctx, a, func(n *proto.Node) error {
-		n.ProvisionState, n.TargetProvisionState = proto.StateVerifying, &target
-		flowstate.Update(n, func(s *flowstate.State) { s.Request = &flowstate.Request{Verb: "manage", From: proto.StateEnroll} })
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	verifying(t, st, a)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()

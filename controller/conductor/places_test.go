@@ -10,7 +10,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/kilnhq/kiln/controller/flowstate"
 	"github.com/kilnhq/kiln/proto"
 )
 
@@ -87,11 +86,24 @@ func setSlowCall(t *testing.T, d time.Duration) {
 	t.Cleanup(func() { slowCall = old })
 }
 
+// newPlace is a pass's place, the only one there is.
+func newPlace() *place {
+	return &place{places: make(chan struct{}, 1), held: true, awaited: new(atomic.Bool)}
+}
+
+// slowCallElsewhere starts a slow call of a pass holding the only place,
+// and has another pass take the place the call gave up; it returns the
+// pass's place and what the pass runs after the call.
+func slowCallElsewhere(t *testing.T, ctx context.Context) (*place, func()) {
+	setSlowCall(t, 0)
+	p := newPlace()
+	back := p.aside(ctx)
+	waitUntil(func() bool { return len(p.places) == 1 })
+	<-p.places
+	return p, back
+}
+
 func TestPlaceAside(t *testing.T) {
-	newPlace := func() *place {
-		places := make(chan struct{}, 1)
-		return &place{places: places, held: true, awaited: new(atomic.Bool)}
-	}
 	t.Run("a quick call keeps the place", func(t *testing.T) {
 		setSlowCall(t, time.Hour)
 		p := newPlace()
@@ -109,11 +121,7 @@ func TestPlaceAside(t *testing.T) {
 		}
 	})
 	t.Run("a slow call gives it up and takes one again", func(t *testing.T) {
-		setSlowCall(t, 0)
-		p := newPlace()
-		back := p.aside(context.Background())
-		waitUntil(func() bool { return len(p.places) == 1 })
-		<-p.places // another pass computes meanwhile
+		p, back := slowCallElsewhere(t, context.Background())
 		returned := make(chan struct{})
 		go func() { back(); close(returned) }()
 		select {
@@ -128,11 +136,7 @@ func TestPlaceAside(t *testing.T) {
 		}
 	})
 	t.Run("a pass its agent waits on goes on without one", func(t *testing.T) {
-		setSlowCall(t, 0)
-		p := newPlace()
-		back := p.aside(context.Background())
-		waitUntil(func() bool { return len(p.places) == 1 })
-		<-p.places // taken by another pass
+		p, back := slowCallElsewhere(t, context.Background())
 		p.awaited.Store(true)
 		back()
 		if p.held {
@@ -144,12 +148,8 @@ func TestPlaceAside(t *testing.T) {
 		}
 	})
 	t.Run("a stopping pass does not wait for one", func(t *testing.T) {
-		setSlowCall(t, 0)
-		p := newPlace()
 		ctx, cancel := context.WithCancel(context.Background())
-		back := p.aside(ctx)
-		waitUntil(func() bool { return len(p.places) == 1 })
-		<-p.places
+		p, back := slowCallElsewhere(t, ctx)
 		cancel()
 		back()
 		if p.held {
@@ -193,16 +193,7 @@ func TestASlowBMCCallGivesItsPlaceUp(t *testing.T) {
 		return proto.PowerOff, nil
 	})
 	defer power.set(nil)
-	target := proto.StateManageable
-	for _, u := range uuids {
-		if _, err := st.UpdateNode(ctx, u, func(n *proto.Node) error {
-			n.ProvisionState, n.TargetProvisionState = proto.StateVerifying, &target
-			flowstate.Update(n, func(s *flowstate.State) { s.Request = &flowstate.Request{Verb: "manage", From: proto.StateEnroll} })
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	verifying(t, st, uuids...)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()

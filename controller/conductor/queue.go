@@ -97,7 +97,13 @@ func (c *Conductor) enqueue(uuid string, l lane) {
 // lane comes with a place (places.go): one worker at a time, the one
 // holding the turn, waits for the next such node and for a free place,
 // while the others stay free for agents.
-func (c *Conductor) next(ctx context.Context) (string, lane, bool) {
+func (c *Conductor) next(ctx context.Context) (string, lane, bool) { return c.nextOf(ctx, c.turn) }
+
+// nextAgent is next for the agent lane alone.
+func (c *Conductor) nextAgent(ctx context.Context) (string, lane, bool) { return c.nextOf(ctx, nil) }
+
+// nextOf is next, the work lane left out when turn is nil.
+func (c *Conductor) nextOf(ctx context.Context, turn chan struct{}) (string, lane, bool) {
 	for {
 		select {
 		case uuid := <-c.agents:
@@ -114,29 +120,13 @@ func (c *Conductor) next(ctx context.Context) (string, lane, bool) {
 			if c.take(uuid, laneAgent) {
 				return uuid, laneAgent, true
 			}
-		case <-c.turn:
+		case <-turn:
 			uuid, ok := c.nextWork(ctx)
-			c.turn <- struct{}{}
-			if ok {
-				return uuid, laneWork, true
+			turn <- struct{}{}
+			if !ok {
+				return "", laneNone, false // nextWork ends only with ctx
 			}
-			if ctx.Err() != nil {
-				return "", laneNone, false
-			}
-		}
-	}
-}
-
-// nextAgent is next for the agent lane alone.
-func (c *Conductor) nextAgent(ctx context.Context) (string, lane, bool) {
-	for {
-		select {
-		case <-ctx.Done():
-			return "", laneNone, false
-		case uuid := <-c.agents:
-			if c.take(uuid, laneAgent) {
-				return uuid, laneAgent, true
-			}
+			return uuid, laneWork, true
 		}
 	}
 }
