@@ -93,10 +93,11 @@ func (p *place) aside(ctx context.Context) func() {
 		return func() {}
 	}
 	t := time.AfterFunc(slowCall, func() {
-		p.places <- struct{}{}
+		// Counted before it is given: whoever takes the place sees the count.
 		if p.givenUp != nil {
 			p.givenUp.Inc()
 		}
+		p.places <- struct{}{}
 	})
 	return func() {
 		if t.Stop() {
